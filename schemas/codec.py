@@ -1,0 +1,39 @@
+"""JSON (orjson) encoding and validated decoding of every record we put on a topic."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from streams.errors import InvalidEvent
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def dumps(record: BaseModel | dict[str, Any]) -> bytes:
+    data = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
+    return orjson.dumps(data)
+
+
+def describe(exc: ValidationError) -> tuple[str, str]:
+    """The first problem of a validation error as (field path, readable message)."""
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "body"
+    return field, f"{field}: {first['msg']}"
+
+
+def decode(model: type[Model], raw: bytes | str | dict[str, Any]) -> Model:
+    """Parse and validate one record; raise InvalidEvent naming the offending field."""
+    try:
+        data = orjson.loads(raw) if isinstance(raw, bytes | str) else raw
+    except orjson.JSONDecodeError as exc:
+        raise InvalidEvent(f"not valid JSON: {exc}", field="body") from None
+    if not isinstance(data, dict):
+        raise InvalidEvent(f"expected a JSON object, got {type(data).__name__}", field="body")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        field, message = describe(exc)
+        raise InvalidEvent(message, field=field) from None
