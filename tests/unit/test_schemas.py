@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+import orjson
+import pytest
+
+from schemas.codec import decode, dumps
+from schemas.export import SCHEMA_PATH, turn_schema_json
+from schemas.turn import MAX_META_BYTES, MAX_TEXT_CHARS, TurnEvent
+from streams.errors import InvalidEvent
+
+
+def turn(**changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "user_id": "u-1",
+        "turn_id": "t-1",
+        "query": "I moved to Lisbon last spring.",
+        "response": "How do you like it?",
+        "timestamp": "2024-05-08T13:56:00+00:00",
+    }
+    return base | changes
+
+
+def test_valid_turn_round_trips() -> None:
+    event = decode(TurnEvent, orjson.dumps(turn(meta={"dia_ids": ["D1:1"]}, channel="sms")))
+    again = decode(TurnEvent, dumps(event))
+    assert again == event
+    assert event.meta == {"dia_ids": ["D1:1"]}
+
+
+def test_naive_timestamp_is_utc() -> None:
+    event = decode(TurnEvent, turn(timestamp="2024-05-08T13:56:00"))
+    assert event.timestamp.tzinfo == UTC
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"user_id": None}, "user_id"),
+        ({"query": 42}, "query"),
+        ({"timestamp": "yesterday"}, "timestamp"),
+        ({"user_id": "has space"}, "user_id"),
+        ({"user_id": "x" * 129}, "user_id"),
+        ({"query": "x" * (MAX_TEXT_CHARS + 1)}, "query"),
+        ({"meta": {"blob": "x" * MAX_META_BYTES}}, "meta"),
+        ({"meta": [1, 2]}, "meta"),
+        ({"unexpected": 1}, "unexpected"),
+    ],
+)
+def test_invalid_field_is_named(changes: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidEvent) as info:
+        decode(TurnEvent, turn(**changes))
+    assert info.value.field == field
+    assert field in str(info.value)
+
+
+def test_missing_field_is_named() -> None:
+    data = turn()
+    del data["response"]
+    with pytest.raises(InvalidEvent, match="response"):
+        decode(TurnEvent, data)
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b'"text"'])
+def test_malformed_json_is_rejected(raw: bytes) -> None:
+    with pytest.raises(InvalidEvent):
+        decode(TurnEvent, raw)
+
+
+def test_published_schema_is_current() -> None:
+    assert SCHEMA_PATH.read_bytes() == turn_schema_json(), (
+        "schemas/turn.schema.json is stale: run `python -m schemas.export`"
+    )
+
+
+def test_published_schema_accepts_what_the_model_accepts() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = orjson.loads(SCHEMA_PATH.read_bytes())
+    jsonschema.validate(turn(assistant_id="bot", channel="web", meta={"a": 1}), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(turn(user_id="bad id"), schema)
