@@ -38,6 +38,7 @@ class Page(Record):
     channel: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     chain: ChainLink
+    seq: int = Field(default=0, description="the page's position in its user's history")
     keywords: list[str] = Field(default_factory=list)
     vector: list[float] | None = Field(default=None, description="embedding of query + response")
 
@@ -50,8 +51,13 @@ class Page(Record):
         return self.model_dump(
             mode="json",
             include={"page_id", "turn_id", "query", "response", "timestamp", "meta", "chain"},
-        ) | {"chain": {"prev": self.chain.prev, "next": self.chain.next,
-                       "summary": self.chain.summary}}
+        ) | {
+            "chain": {
+                "prev": self.chain.prev,
+                "next": self.chain.next,
+                "summary": self.chain.summary,
+            }
+        }
 
 
 class Segment(Record):
@@ -128,4 +134,3 @@ class PersonaJob(Record):
     user_id: str
     segment_id: str
     at: float
-

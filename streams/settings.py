@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     consumer_session_timeout_s: float = Field(
         30.0, ge=1.0, description="Kafka consumer session timeout"
     )
+    consumer_rebalance_timeout_s: float = Field(
+        3.0, ge=1.0, description="how long a rebalance waits for members (also the first join)"
+    )
     app_id: str = Field("memoryos", min_length=1, description="Faust app id / consumer group")
 
     # --- service ---

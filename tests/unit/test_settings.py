@@ -15,7 +15,11 @@ def test_paper_defaults() -> None:
     assert settings.heat_mu == 1e7
     assert settings.heat_tau == 5
     assert settings.user_kb_capacity == settings.agent_traits_capacity == 100
-    assert (settings.retrieve_segments, settings.retrieve_pages, settings.retrieve_lpm) == (5, 10, 10)
+    assert (settings.retrieve_segments, settings.retrieve_pages, settings.retrieve_lpm) == (
+        5,
+        10,
+        10,
+    )
     assert settings.llm == "offline"
     assert settings.store == "edge"
 

@@ -1,0 +1,70 @@
+"""Chain agent: turns -> pages. Decides continuity and links each page into its chain."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping, Sequence
+from typing import Any
+
+from agents.context import Send, Services, user_key
+from agents.runtime import BatchRunner, Consumed
+from memory.chain import link_page, page_from_turn
+from schemas.codec import dumps
+from schemas.records import Page, PageEvent
+from schemas.turn import TurnEvent
+
+
+class ChainAgent:
+    stage = "chain"
+
+    def __init__(
+        self,
+        services: Services,
+        tails: MutableMapping[str, Any],
+        send_page: Send,
+        runner: BatchRunner[TurnEvent],
+    ) -> None:
+        self.services = services
+        self.tails = tails
+        self.send_page = send_page
+        self.runner = runner
+
+    async def process(self, events: Sequence[Any]) -> None:
+        items = await self.runner.decode_batch(events)
+        if not items:
+            return
+        # One embedding call for the whole batch: batched MiniLM is ~3x faster than one by one.
+        vectors = await self.services.embedder.embed([_text(item.record) for item in items])
+        pages = {
+            id(item): page_from_turn(item.record, vec)
+            for item, vec in zip(items, vectors, strict=True)
+        }
+
+        async def handle(item: Consumed[TurnEvent]) -> None:
+            await self.link(pages[id(item)])
+
+        await self.runner.run(items, lambda turn: turn.user_id, handle)
+
+    async def link(self, page: Page) -> None:
+        tail = await self._tail(page.user_id)
+        if tail is not None and tail.page_id == page.page_id:
+            return  # the same turn again: already linked
+        stored = await self.services.repo.page_tiers([page.page_id])
+        if page.page_id in stored:
+            return  # a replayed turn whose page is already in memory
+        verdict = await self.services.llm.continuity(tail, page)
+        linked = link_page(tail, page, verdict).model_copy(
+            update={"seq": (tail.seq + 1) if tail else 1}
+        )
+        await self.send_page(key=user_key(page.user_id), value=dumps(PageEvent(page=linked)))
+        self.tails[page.user_id] = linked.model_dump(mode="json")
+
+    async def _tail(self, user_id: str) -> Page | None:
+        cached = self.tails.get(user_id)
+        if cached is not None:
+            return Page.model_validate(cached)
+        window = await self.services.repo.stm_pages(user_id)
+        return window[-1] if window else None
+
+
+def _text(turn: TurnEvent) -> str:
+    return f"{turn.query}\n{turn.response}"

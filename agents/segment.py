@@ -1,0 +1,100 @@
+"""Segment agent: pages evicted from STM -> a mid-term segment (match by F, or a new one)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agents.context import Send, Services, user_key
+from agents.runtime import BatchRunner, Consumed
+from memory import ids
+from memory.scoring import SegmentCandidate, choose_segment
+from memory.segments import centroid_update, merge_keywords
+from memory.text import keyword_set
+from schemas.codec import dumps
+from schemas.records import EvictedPage, Page, Segment, SegmentChange
+from streams.repository import MTM
+
+CANDIDATE_SEGMENTS = 16  # nearest segments by cosine whose F is computed exactly
+
+
+class SegmentAgent:
+    stage = "segment"
+
+    def __init__(
+        self, services: Services, send_change: Send, runner: BatchRunner[EvictedPage]
+    ) -> None:
+        self.services = services
+        self.send_change = send_change
+        self.runner = runner
+
+    async def process(self, events: Sequence[Any]) -> None:
+        items = await self.runner.decode_batch(events)
+
+        async def handle(item: Consumed[EvictedPage]) -> None:
+            await self.assign(item.record.page)
+
+        await self.runner.run(items, lambda event: event.page.user_id, handle)
+
+    async def assign(self, page: Page) -> None:
+        services = self.services
+        if page.vector is None:
+            raise ValueError(f"evicted page {page.page_id} carries no vector")
+        stored = await services.repo.page_tiers([page.page_id])
+        if stored.get(page.page_id) == MTM:
+            return  # a replay: the page already lives in a segment
+        topics = await services.llm.topics(page.text)
+        keywords = merge_keywords([], [kw for topic in topics for kw in topic.keywords])
+        nearest = await services.repo.nearest_segments(
+            page.user_id, page.vector, CANDIDATE_SEGMENTS
+        )
+        candidates = [
+            SegmentCandidate(
+                s.segment.segment_id, score, frozenset(keyword_set(s.segment.keywords))
+            )
+            for score, s in nearest
+        ]
+        chosen, _score = choose_segment(candidates, keyword_set(keywords), services.settings.theta)
+        now = services.clock.now()
+        if chosen is None:
+            summary = " ".join(t.content for t in topics if t.content) or page.text
+            segment = Segment(
+                segment_id=ids.segment_id(page.user_id, page.page_id),
+                user_id=page.user_id,
+                summary=summary,
+                keywords=keywords,
+                page_ids=[page.page_id],
+                last_access=now,
+                created_at=now,
+            )
+            vector, size = list(page.vector), 1
+        else:
+            match = next(s for _, s in nearest if s.segment.segment_id == chosen)
+            summary = await services.llm.segment_summary(match.segment.summary, page.text)
+            segment = match.segment.model_copy(
+                update={
+                    "summary": summary,
+                    "keywords": merge_keywords(match.segment.keywords, keywords),
+                    "page_ids": [*match.segment.page_ids, page.page_id],
+                }
+            )
+            vector = centroid_update(match.vector, match.size, page.vector)
+            size = match.size + 1
+        if services.settings.segment_vector == "summary":
+            vector = (await services.embedder.embed([segment.summary]))[0]
+        change = SegmentChange(
+            user_id=page.user_id,
+            segment_id=segment.segment_id,
+            page_id=page.page_id,
+            created=chosen is None,
+            at=now,
+        )
+        # Announce first, then mark the page as placed: a crash in between replays the
+        # placement (same ids), whereas the reverse order would hide the page from heat.
+        await self.send_change(key=user_key(page.user_id), value=dumps(change))
+        await services.repo.save_segment(segment, vector, size)
+        await services.repo.save_pages(
+            [page.model_copy(update={"keywords": keywords})], MTM, segment.segment_id
+        )
+        transition = "segment_created" if chosen is None else "segment_merged"
+        services.metrics.transitions.labels(transition=transition).inc()

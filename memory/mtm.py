@@ -1,0 +1,208 @@
+"""Per-user mid-term memory bookkeeping: which segments live, their heat counters, evictions.
+
+The heat agent keeps one ``MidTermState`` per user in a Faust table (as ``to_dict()``) and
+calls these operations; the segment texts and vectors live in Qdrant. Every operation is
+idempotent where a replayed event could repeat it, and reports what it did so the caller
+can act on it (delete evicted points, emit persona jobs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import KW_ONLY, asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from memory.heat import HeatParams, heat
+
+EVICTED_MEMORY = 1000  # evicted segment ids remembered per user, to recognise late pages
+
+
+@dataclass
+class SegmentStats:
+    """One live segment's heat counters and the pages it holds (paper: N_visit, L_interaction)."""
+
+    segment_id: str
+    _: KW_ONLY
+    last_access: float
+    created_at: float
+    n_visit: int = 0
+    l_interaction: int = 0
+    page_ids: list[str] = field(default_factory=list)
+
+    def heat(self, now: float, params: HeatParams) -> float:
+        return heat(self.n_visit, self.l_interaction, self.last_access, now, params)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["page_ids"] = list(self.page_ids)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SegmentStats:
+        try:
+            return cls(
+                str(data["segment_id"]),
+                last_access=float(data["last_access"]),
+                created_at=float(data["created_at"]),
+                n_visit=int(data.get("n_visit", 0)),
+                l_interaction=int(data.get("l_interaction", 0)),
+                page_ids=[str(page) for page in data.get("page_ids", [])],
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a segment stats record ({exc!r}): {dict(data)!r}") from exc
+
+
+class AddOutcome(StrEnum):
+    CREATED = "created"  # a new segment, announced as new
+    ADOPTED = "adopted"  # a segment this state did not know: tracked from now on
+    JOINED = "joined"  # the page joined a live segment
+    DUPLICATE = "duplicate"  # the page is already tracked: nothing changed
+    EVICTED = "evicted"  # the segment was evicted: the caller should delete the page's point
+
+
+@dataclass(frozen=True)
+class PageAdded:
+    outcome: AddOutcome
+    segment_id: str  # where the page lives; for DUPLICATE possibly another segment
+
+
+@dataclass
+class MidTermState:
+    """The segments of one user's MTM, plus recently evicted ids (oldest first, bounded)."""
+
+    segments: dict[str, SegmentStats] = field(default_factory=dict)
+    evicted: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.segments)
+
+    def __contains__(self, segment_id: object) -> bool:
+        return segment_id in self.segments
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "segments": {sid: stats.to_dict() for sid, stats in self.segments.items()},
+            "evicted": list(self.evicted),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> MidTermState:
+        """The state a table holds; ``None`` (a user never seen) is an empty state."""
+        if data is None:
+            return cls()
+        segments = [SegmentStats.from_dict(item) for item in data.get("segments", {}).values()]
+        return cls(
+            segments={stats.segment_id: stats for stats in segments},
+            evicted=[str(sid) for sid in data.get("evicted", [])],
+        )
+
+    def owner_of(self, page_id: str) -> str | None:
+        """The live segment holding ``page_id``, if any."""
+        for stats in self.segments.values():
+            if page_id in stats.page_ids:
+                return stats.segment_id
+        return None
+
+    def add_page(self, segment_id: str, page_id: str, now: float, created: bool) -> PageAdded:
+        """Count a page into its segment: L_interaction + 1 and a fresh access time.
+
+        A page already tracked (in this or any segment: a page belongs to one segment) changes
+        nothing, so a replayed event is harmless. A page for a recently evicted segment is not
+        resurrected: the caller gets EVICTED and should delete the page's point. A page for a
+        segment this state does not know starts tracking it even if ``created`` is False,
+        because a segment nobody tracks would never be evicted.
+        """
+        owner = self.owner_of(page_id)
+        if owner is not None:
+            return PageAdded(AddOutcome.DUPLICATE, owner)
+        if segment_id in self.evicted:
+            return PageAdded(AddOutcome.EVICTED, segment_id)
+        stats = self.segments.get(segment_id)
+        if stats is None:
+            stats = SegmentStats(segment_id, last_access=now, created_at=now)
+            self.segments[segment_id] = stats
+            outcome = AddOutcome.CREATED if created else AddOutcome.ADOPTED
+        else:
+            outcome = AddOutcome.JOINED
+        stats.page_ids.append(page_id)
+        stats.l_interaction += 1
+        stats.last_access = max(stats.last_access, now)
+        return PageAdded(outcome, segment_id)
+
+    def record_visits(self, segment_ids: Iterable[str], now: float) -> list[str]:
+        """A retrieval hit these segments: N_visit + 1 and a fresh access time for each.
+
+        Unknown ids (evicted since) are ignored; an id listed twice counts once. The access
+        time never moves backwards, so a late retrieval event cannot make a segment look older.
+        Returns the ids that were counted.
+        """
+        counted: list[str] = []
+        for segment_id in dict.fromkeys(segment_ids):
+            stats = self.segments.get(segment_id)
+            if stats is None:
+                continue
+            stats.n_visit += 1
+            stats.last_access = max(stats.last_access, now)
+            counted.append(segment_id)
+        return counted
+
+    def heat_of(self, segment_id: str, now: float, params: HeatParams) -> float | None:
+        stats = self.segments.get(segment_id)
+        return None if stats is None else stats.heat(now, params)
+
+    def evict_over_capacity(
+        self, capacity: int, now: float, params: HeatParams
+    ) -> list[SegmentStats]:
+        """Remove the lowest-heat segments until at most ``capacity`` remain (paper: MTM cap).
+
+        Ties go out in a fixed order: older last access first, then the smaller id. The
+        removed stats, coldest first, carry every page id so the caller can delete the points.
+        """
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0, got {capacity}")
+        excess = len(self.segments) - capacity
+        if excess <= 0:
+            return []
+        coldest = sorted(
+            self.segments.values(),
+            key=lambda stats: (stats.heat(now, params), stats.last_access, stats.segment_id),
+        )[:excess]
+        for stats in coldest:
+            self._forget(stats.segment_id)
+        return coldest
+
+    def hot_segments(self, tau: float, now: float, params: HeatParams) -> list[str]:
+        """Segments whose heat is strictly above ``tau`` (paper: they update the persona).
+
+        Hottest first, ties by id.
+        """
+        heats = {sid: stats.heat(now, params) for sid, stats in self.segments.items()}
+        hot = [sid for sid, value in heats.items() if value > tau]
+        return sorted(hot, key=lambda sid: (-heats[sid], sid))
+
+    def reset_interaction(self, segment_id: str) -> bool:
+        """After a persona update: L_interaction = 0 (paper), N_visit kept.
+
+        The reference code also zeroes N_visit; the paper resets only L_interaction.
+        Returns whether the segment was known.
+        """
+        stats = self.segments.get(segment_id)
+        if stats is None:
+            return False
+        stats.l_interaction = 0
+        return True
+
+    def remove(self, segment_id: str) -> SegmentStats | None:
+        """Stop tracking a segment (its points are being deleted); late pages become EVICTED."""
+        if segment_id not in self.segments:
+            return None
+        return self._forget(segment_id)
+
+    def _forget(self, segment_id: str) -> SegmentStats:
+        stats = self.segments.pop(segment_id)
+        if segment_id in self.evicted:
+            self.evicted.remove(segment_id)
+        self.evicted.append(segment_id)
+        del self.evicted[:-EVICTED_MEMORY]
+        return stats

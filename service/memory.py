@@ -1,0 +1,183 @@
+"""The response service: reads every tier from the store, writes through Kafka.
+
+Stateless: any number of replicas can serve the same users. Retrieval follows the paper
+(STM whole; top m segments by F with query keywords, then top k pages; LPM top 10) and
+reports the segments it hit, so the heat agent counts N_visit and recency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agents.context import Services, user_key
+from memory.heat import heat
+from memory.mtm import MidTermState
+from memory.prompt import build_prompt, prompt_texts
+from memory.retrieval import PageCandidate, rank_pages, rank_segments
+from memory.scoring import SegmentCandidate
+from memory.text import keyword_set, query_keywords
+from schemas.codec import dumps
+from schemas.records import Page, Persona, RetrievalHit
+from schemas.turn import TurnEvent
+from streams.app import RETRIEVALS, TURNS
+from streams.ports import PromptMemory
+from streams.repository import HEAT_DOC, MTM
+
+SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
+
+
+class EventSink(Protocol):
+    async def send(self, topic: str, key: bytes, value: bytes) -> None: ...
+
+
+@dataclass
+class Retrieved:
+    short_term: list[Page]
+    mid_term: list[tuple[Page, str, float]]  # page, segment id, score
+    persona: Persona
+    user_knowledge: list[tuple[str, float]]
+    agent_traits: list[tuple[str, float]]
+    segment_ids: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "short_term": [page.public() for page in self.short_term],
+            "mid_term": [
+                page.public() | {"segment_id": segment_id, "score": score}
+                for page, segment_id, score in self.mid_term
+            ],
+            "user_profile": self.persona.profile,
+            "user_traits": {k: v.model_dump() for k, v in self.persona.traits.items()},
+            "user_knowledge": [{"text": t, "score": s} for t, s in self.user_knowledge],
+            "agent_traits": [{"text": t, "score": s} for t, s in self.agent_traits],
+        }
+
+
+class MemoryService:
+    def __init__(self, services: Services, sink: EventSink) -> None:
+        self.services = services
+        self.sink = sink
+
+    async def add_turns(self, turns: Sequence[TurnEvent]) -> list[str]:
+        for turn in turns:
+            await self.sink.send(TURNS, user_key(turn.user_id), dumps(turn))
+        return [turn.turn_id for turn in turns]
+
+    async def retrieve(self, user_id: str, query: str, top_k: int | None = None) -> Retrieved:
+        services, settings = self.services, self.services.settings
+        repo = services.repo
+        k = top_k or settings.retrieve_pages
+        vector = (await services.embedder.embed([query]))[0]
+        short_term, nearest, persona, knowledge, traits = await asyncio.gather(
+            repo.stm_pages(user_id),
+            repo.nearest_segments(user_id, vector, settings.retrieve_segments * SEGMENT_POOL),
+            repo.load_persona(user_id),
+            repo.search_facts(user_id, "user_knowledge", vector, query, settings.retrieve_lpm),
+            repo.search_facts(user_id, "agent_traits", vector, query, settings.retrieve_lpm),
+        )
+        candidates = [
+            SegmentCandidate(
+                s.segment.segment_id, score, frozenset(keyword_set(s.segment.keywords))
+            )
+            for score, s in nearest
+        ]
+        ranked = rank_segments(
+            candidates, keyword_set(query_keywords(query)), settings.retrieve_segments
+        )
+        segment_ids = [segment_id for segment_id, _ in ranked]
+        per_segment = await asyncio.gather(
+            *(repo.search_pages(user_id, vector, query, sid, k) for sid in segment_ids)
+        )
+        pages: dict[str, Page] = {}
+        found = []
+        for segment_id, hits in zip(segment_ids, per_segment, strict=True):
+            for hit, page in hits:
+                pages[page.page_id] = page
+                found.append(PageCandidate(page.page_id, segment_id, hit.score))
+        chosen = rank_pages(found, set(segment_ids), k)
+        if segment_ids:
+            hit_event = RetrievalHit(
+                user_id=user_id, segment_ids=segment_ids, at=services.clock.now()
+            )
+            await self.sink.send(RETRIEVALS, user_key(user_id), dumps(hit_event))
+        return Retrieved(
+            short_term=short_term,
+            mid_term=[(pages[c.page_id], c.segment_id, c.similarity) for c in chosen],
+            persona=persona,
+            user_knowledge=[(str(h.payload["text"]), h.score) for h in knowledge],
+            agent_traits=[(str(h.payload["text"]), h.score) for h in traits],
+            segment_ids=segment_ids,
+        )
+
+    async def respond(self, user_id: str, query: str) -> tuple[str, Retrieved, dict[str, int]]:
+        memory = await self.retrieve(user_id, query)
+        mid_term = [page for page, _, _ in memory.mid_term]
+        knowledge = [text for text, _ in memory.user_knowledge]
+        traits = [text for text, _ in memory.agent_traits]
+        system, user = build_prompt(
+            query, memory.short_term, mid_term, memory.persona, knowledge, traits
+        )
+        texts = prompt_texts(memory.short_term, mid_term, knowledge, traits)
+        answer = await self.services.llm.respond(system, user, PromptMemory(query, texts))
+        usage = {
+            "prompt_tokens": answer.prompt_tokens,
+            "completion_tokens": answer.completion_tokens,
+        }
+        return answer.text, memory, usage
+
+    async def get_memory(self, user_id: str) -> dict[str, Any]:
+        repo, now = self.services.repo, self.services.clock.now()
+        short_term, segments, heat_doc, persona, mtm_points = await asyncio.gather(
+            repo.stm_pages(user_id),
+            repo.all_segments(user_id),
+            repo.load_doc(user_id, HEAT_DOC),
+            repo.load_persona(user_id),
+            repo.store.scroll("pages", user_id, {"tier": MTM}),
+        )
+        state = MidTermState.from_dict(heat_doc)
+        params = self.services.heat_params
+        by_segment: dict[str, list[dict[str, Any]]] = {}
+        for point in sorted(mtm_points, key=lambda p: int(p.payload.get("seq", 0))):
+            page = Page.model_validate(
+                {k: v for k, v in point.payload.items() if k not in ("tier", "segment_id")}
+            )
+            by_segment.setdefault(str(point.payload["segment_id"]), []).append(page.public())
+        mid_term = []
+        for stored in sorted(segments, key=lambda s: s.segment.created_at):
+            seg = stored.segment
+            stats = state.segments.get(seg.segment_id)
+            n_visit = stats.n_visit if stats else 0
+            l_interaction = stats.l_interaction if stats else 0
+            last_access = stats.last_access if stats else seg.last_access
+            mid_term.append(
+                {
+                    "segment_id": seg.segment_id,
+                    "summary": seg.summary,
+                    "keywords": seg.keywords,
+                    "n_visit": n_visit,
+                    "l_interaction": l_interaction,
+                    "last_access": _iso(last_access),
+                    "heat": heat(n_visit, l_interaction, last_access, now, params),
+                    "pages": by_segment.get(seg.segment_id, []),
+                }
+            )
+        return {
+            "user_id": user_id,
+            "short_term": [page.public() for page in short_term],
+            "mid_term": mid_term,
+            "persona": {
+                "profile": persona.profile,
+                "traits": {k: v.model_dump() for k, v in persona.traits.items()},
+                "user_knowledge": persona.user_knowledge,
+                "agent_traits": persona.agent_traits,
+            },
+        }
+
+
+def _iso(seconds: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(seconds, UTC).isoformat()

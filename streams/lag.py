@@ -1,0 +1,67 @@
+"""Consumer lag: how many records of each pipeline topic the workers have not committed yet.
+
+Used to wait until an ingest has been absorbed (drain on stop, `eval`, tests) and for the
+``memoryos_consumer_lag`` gauge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+Lag = dict[tuple[str, int], int]
+
+
+class LagProbe:
+    def __init__(self, bootstrap: str, group_id: str, topics: Sequence[str]) -> None:
+        self.bootstrap = bootstrap
+        self.group_id = group_id
+        self.topics = list(topics)
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        # A consumer of the workers' group that never subscribes: it can read the group's
+        # committed offsets without joining it (Tansu does not answer the admin API's
+        # OffsetFetch version).
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=self.group_id, enable_auto_commit=False
+        )
+        await self._consumer.start()
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def lag(self) -> Lag:
+        assert self._consumer is not None, "call start() first"
+        partitions = []
+        for topic in self.topics:
+            for partition in self._consumer.partitions_for_topic(topic) or ():
+                partitions.append(TopicPartition(topic, partition))
+        if not partitions:
+            await self._consumer._client.force_metadata_update()  # topics may be new
+            return {}
+        ends = await self._consumer.end_offsets(partitions)
+        result: Lag = {}
+        for tp in partitions:
+            position = await self._consumer.committed(tp) or 0
+            result[(tp.topic, tp.partition)] = max(0, ends[tp] - position)
+        return result
+
+    async def wait_idle(self, timeout_s: float, settle_s: float = 0.5) -> bool:
+        """Wait until every partition's lag is 0 twice in a row; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        quiet_since: float | None = None
+        while time.monotonic() < deadline:
+            lag = await self.lag()
+            if lag and not any(lag.values()):
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since >= settle_s:
+                    return True
+            else:
+                quiet_since = None
+            await asyncio.sleep(0.2)
+        return False

@@ -1,0 +1,21 @@
+"""LLM adapters for the MemoryOS tasks: OpenAI-compatible and offline (model-free)."""
+
+from __future__ import annotations
+
+from streams.ports import LLM, Embedder
+from streams.settings import Settings
+
+
+def build_llm(settings: Settings, embedder: Embedder | None = None) -> LLM:
+    """The backend ``settings.llm`` names.
+
+    ``embedder`` lets the offline backend (and the OpenAI backend's offline fallback) compare
+    pages that arrive without vectors; it is optional.
+    """
+    if settings.llm == "openai":
+        from streams.llm.openai_llm import OpenAILLM  # the openai client is slow to import
+
+        return OpenAILLM(settings, embedder=embedder)
+    from streams.llm.offline_llm import OfflineLLM
+
+    return OfflineLLM(embedder)

@@ -1,0 +1,126 @@
+"""Model-free text tools for the offline LLM: tokens, sentences, centrality, keywords.
+
+Everything here is deterministic: the same input gives the same output on every machine, so
+the offline backend can stand in for a model in tests, demos and replays.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import yake
+
+_STOPWORDS_TEXT = """
+    a about above after again all also am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i i'm i've i'd i'll if in
+    into is it it's its itself just let's me more most my myself no nor not now of off on once
+    only or other our ours ourselves out over own same she should so some such than that that's
+    the their theirs them themselves then there these they this those through to too under until
+    up very was we we're were what when where which while who whom why will with would you
+    you're your yours yourself yourselves yes ok okay oh well really sure thanks thank please
+user assistant ai"""
+STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SPEAKER = re.compile(r"^\s*(user|assistant|ai|time)\s*:\s*", re.IGNORECASE)
+MAX_SENTENCES = 200  # centrality is quadratic; longer inputs keep their first sentences
+MAX_SENTENCE_CHARS = 240
+
+
+def tokens(text: str) -> set[str]:
+    """Content words, lower-cased, stopwords removed."""
+    return {word for word in _WORD.findall(text.lower()) if word not in STOPWORDS}
+
+
+def jaccard(left: set[str], right: set[str]) -> float:
+    if not left or not right:
+        return 0.0
+    return len(left & right) / len(left | right)
+
+
+def cosine(left: Sequence[float], right: Sequence[float]) -> float:
+    dot = sum(a * b for a, b in zip(left, right, strict=False))
+    norm = math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right))
+    return dot / norm if norm else 0.0
+
+
+@dataclass(frozen=True)
+class Line:
+    """One turn of a dialogue: who said it and what."""
+
+    speaker: str  # "user", "assistant", "time" or "" when unlabelled
+    text: str
+
+
+def dialogue_lines(dialogue: str) -> list[Line]:
+    lines = []
+    for raw in dialogue.splitlines():
+        if not raw.strip():
+            continue
+        label = _SPEAKER.match(raw)
+        speaker = label.group(1).lower() if label else ""
+        lines.append(Line("assistant" if speaker == "ai" else speaker, _SPEAKER.sub("", raw)))
+    return lines
+
+
+def sentences(text: str) -> list[str]:
+    parts = (part.strip() for part in _SENTENCE_END.split(text))
+    return [part[:MAX_SENTENCE_CHARS] for part in parts if part]
+
+
+def speech(lines: Iterable[Line]) -> str:
+    """The spoken text of lines, without labels or timestamps (keywords must not be 'User')."""
+    return "\n".join(line.text for line in lines if line.speaker != "time")
+
+
+def central_sentences(candidates: Sequence[str], limit: int) -> list[str]:
+    """The ``limit`` sentences most similar on average to the others, in original order.
+
+    Ties keep the earlier sentence, so the output is stable.
+    """
+    pool = list(dict.fromkeys(candidates))[:MAX_SENTENCES]
+    if len(pool) <= limit:
+        return pool
+    bags = [tokens(sentence) for sentence in pool]
+    scores = [
+        sum(jaccard(bag, other) for j, other in enumerate(bags) if j != i) + 0.01 * bool(bag)
+        for i, bag in enumerate(bags)
+    ]
+    chosen = sorted(range(len(pool)), key=lambda i: (-scores[i], i))[:limit]
+    return [pool[i] for i in sorted(chosen)]
+
+
+def summarize(lines: Sequence[Line], limit: int = 2) -> str:
+    """An extractive summary: the most central sentences, each tagged with its speaker."""
+    candidates = [
+        f"{line.speaker.capitalize()}: {sentence}" if line.speaker else sentence
+        for line in lines
+        if line.speaker != "time"
+        for sentence in sentences(line.text)
+    ]
+    return " ".join(central_sentences(candidates, limit))
+
+
+@lru_cache(maxsize=1)
+def _extractor() -> yake.KeywordExtractor:
+    # Bigrams and five keywords: enough to match segments, and about 3 ms per dialogue.
+    return yake.KeywordExtractor(lan="en", n=2, top=5, dedup_lim=0.9)
+
+
+def keywords(text: str, limit: int = 5) -> list[str]:
+    """YAKE keywords; the most frequent content words when YAKE finds none."""
+    found = [str(phrase) for phrase, _ in _extractor().extract_keywords(text)] if text else []
+    found = [phrase for phrase in found if phrase.lower() not in STOPWORDS]
+    if not found:
+        counts: dict[str, int] = {}
+        for word in _WORD.findall(text.lower()):
+            if word not in STOPWORDS:
+                counts[word] = counts.get(word, 0) + 1
+        found = sorted(counts, key=lambda word: (-counts[word], word))
+    return list(dict.fromkeys(found))[:limit]

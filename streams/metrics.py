@@ -1,0 +1,104 @@
+"""Prometheus metrics, base units, ``memoryos_`` prefix, never a user id in a label.
+
+Built from an injected registry so tests (and several apps in one process) get their own.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.events = Counter(
+            "memoryos_events",
+            "Events processed per stage and outcome",
+            ["stage", "outcome"],
+            registry=r,
+        )
+        self.stage_seconds = Histogram(
+            "memoryos_stage_duration_seconds",
+            "Time to process one event per stage",
+            ["stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "memoryos_stage_batch_size",
+            "Events taken at once per stage",
+            ["stage"],
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.dead_letters = Counter(
+            "memoryos_dead_letters",
+            "Records sent to the dead-letter topic",
+            ["stage", "reason"],
+            registry=r,
+        )
+        self.transitions = Counter(
+            "memoryos_memory_transitions",
+            "Memory tier transitions (stm_in, stm_to_mtm, segment_created, segment_merged, "
+            "segment_evicted, persona_update)",
+            ["transition"],
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "memoryos_in_flight", "Work in flight per stage", ["stage"], registry=r
+        )
+        self.llm_requests = Counter(
+            "memoryos_llm_requests",
+            "LLM calls per task and outcome",
+            ["task", "outcome"],
+            registry=r,
+        )
+        self.llm_seconds = Histogram(
+            "memoryos_llm_request_duration_seconds",
+            "LLM call latency per task",
+            ["task"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.llm_tokens = Counter(
+            "memoryos_llm_tokens",
+            "LLM tokens per task and kind (prompt, completion)",
+            ["task", "kind"],
+            registry=r,
+        )
+        self.embed_batch = Histogram(
+            "memoryos_embedding_batch_size",
+            "Texts per embedding call",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.embed_seconds = Histogram(
+            "memoryos_embedding_duration_seconds",
+            "Embedding call latency",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.store_seconds = Histogram(
+            "memoryos_store_operation_duration_seconds",
+            "Vector store latency per operation",
+            ["operation"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            "memoryos_request_duration_seconds",
+            "HTTP API latency per route (retrieve, respond...)",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.consumer_lag = Gauge(
+            "memoryos_consumer_lag",
+            "Records not yet processed per topic and partition",
+            ["topic", "partition"],
+            registry=r,
+        )

@@ -1,0 +1,139 @@
+"""`memoryos up`: broker (embedded or given), Faust worker and HTTP service on one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import uvicorn
+
+from agents.context import Services
+from service.http import create_http_app
+from service.memory import MemoryService
+from streams.app import PIPELINE_TOPICS, MemoryApp, create_app
+from streams.broker import EmbeddedBroker
+from streams.lag import LagProbe
+from streams.services import build_services, close_services
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class FaustSink:
+    """The service's writes go through the worker's own producer when they share a process."""
+
+    def __init__(self, memory_app: MemoryApp) -> None:
+        self.memory_app = memory_app
+
+    async def send(self, topic: str, key: bytes, value: bytes) -> None:
+        await self.memory_app.send(topic, key, value)
+
+
+class Stack:
+    def __init__(self, settings: Settings, serve_http: bool = True) -> None:
+        self.settings = settings
+        self.serve_http = serve_http
+        self.broker: EmbeddedBroker | None = None
+        self.services: Services | None = None
+        self.memory_app: MemoryApp | None = None
+        self.service: MemoryService | None = None
+        self.lag: LagProbe | None = None
+        self._server: uvicorn.Server | None = None
+        self._server_task: asyncio.Task[None] | None = None
+        self.port = settings.port
+
+    @property
+    def broker_url(self) -> str:
+        if self.settings.broker_url:
+            return self.settings.broker_url
+        assert self.broker is not None
+        return self.broker.url
+
+    async def start(self) -> None:
+        settings = self.settings
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        if not settings.broker_url:
+            self.broker = EmbeddedBroker(settings.broker_port, settings.data_dir / "broker.log")
+            await asyncio.to_thread(self.broker.start)
+        self.services = await build_services(settings)
+        self.memory_app = create_app(settings, self.services, self.broker_url)
+        self.service = MemoryService(self.services, FaustSink(self.memory_app))
+        await self.memory_app.app.start()
+        self.lag = LagProbe(
+            self.broker_url.removeprefix("kafka://"), settings.app_id, PIPELINE_TOPICS
+        )
+        await self.lag.start()
+        if self.serve_http:
+            await self._start_http()
+        log.info(
+            "memoryos is up: broker %s, http %s:%s, llm %s, store %s",
+            self.broker_url,
+            settings.host,
+            self.port,
+            self.services.llm.backend,
+            settings.store,
+        )
+
+    async def _start_http(self) -> None:
+        assert self.service is not None
+        assert self.services is not None
+        http = create_http_app(
+            self.service, self.settings, self.services.metrics, self.health, self.ready
+        )
+        config = uvicorn.Config(
+            http,
+            host=self.settings.host,
+            port=self.settings.port,
+            log_level="warning",
+            lifespan="off",
+        )
+        self._server = uvicorn.Server(config)
+        self._server_task = asyncio.create_task(self._server.serve())
+        while not self._server.started:
+            if self._server_task.done():
+                self._server_task.result()  # raises why it could not start
+            await asyncio.sleep(0.02)
+        sockets = [s for server in self._server.servers for s in server.sockets]
+        self.port = int(sockets[0].getsockname()[1]) if sockets else self.settings.port
+
+    async def health(self) -> dict[str, Any]:
+        assert self.services is not None
+        return {
+            "status": "ok",
+            "llm": self.services.llm.backend,
+            "offline_llm": self.services.llm.backend == "offline",
+            "embedder": self.services.embedder.name,
+            "store": self.services.store.name,
+            "broker": self.broker_url,
+        }
+
+    async def ready(self) -> dict[str, Any]:
+        running = self.memory_app is not None and self.memory_app.app.started
+        return {"ready": bool(running)}
+
+    async def wait_idle(self, timeout_s: float = 120.0) -> bool:
+        assert self.lag is not None
+        return await self.lag.wait_idle(timeout_s)
+
+    async def stop(self, drain_timeout_s: float = 30.0) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+            if self._server_task is not None:
+                await self._server_task
+        if self.lag is not None:
+            # The embedded broker forgets everything: finish what is in flight first.
+            if self.broker is not None and not await self.lag.wait_idle(drain_timeout_s):
+                log.warning("stopping with work still in flight after %s s", drain_timeout_s)
+            await self.lag.stop()
+        if self.memory_app is not None:
+            await self.memory_app.app.stop()
+        if self.services is not None:
+            await close_services(self.services)
+        if self.broker is not None:
+            await asyncio.to_thread(self.broker.stop)
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await stop.wait()

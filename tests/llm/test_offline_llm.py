@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import pytest
+
+from schemas.records import ChainLink, Page, Trait
+from streams.llm import build_llm
+from streams.llm.offline_llm import I_DONT_KNOW, OfflineLLM
+from streams.llm.offline_traits import TRAIT_CUES
+from streams.llm.traits import TRAIT_DIMENSIONS, TRAIT_GROUPS, canonical_dimension
+from streams.ports import PromptMemory
+from streams.settings import Settings
+
+DIALOGUE = """User: I am planning a business trip to Berlin next week. My flight leaves Monday.
+Assistant: Great, Berlin has many museums. I recommend the Pergamon museum.
+Time: 2023-10-01T10:00:00
+User: What should I pack for Berlin museums?
+Assistant: Comfortable shoes. Berlin museums involve a lot of walking.
+Time: 2023-10-01T10:05:00
+User: Unrelated, but I caught a cold and feel sick today.
+Assistant: I'm sorry to hear that. Rest, drink tea and sleep well.
+Time: 2023-10-02T09:00:00
+User: Should I take medicine for the cold or just sleep?
+Assistant: For a mild cold, rest and fluids usually suffice.
+Time: 2023-10-02T09:10:00"""
+
+
+def page(query: str, response: str, vector: list[float] | None = None, summary: str = "") -> Page:
+    return Page(
+        page_id=f"p-{abs(hash(query))}",
+        user_id="u1",
+        turn_id="t1",
+        query=query,
+        response=response,
+        timestamp=datetime(2023, 10, 1, tzinfo=UTC),
+        chain=ChainLink(chain_id="c1", summary=summary),
+        vector=vector,
+    )
+
+
+@pytest.fixture
+def llm() -> OfflineLLM:
+    return OfflineLLM()
+
+
+def test_construction_logs_that_offline_backend_is_used(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        OfflineLLM()
+    assert "offline LLM backend" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        OfflineLLM(announce=False)
+    assert caplog.text == ""
+
+
+def test_build_llm_chooses_offline_by_default() -> None:
+    assert build_llm(Settings()).backend == "offline"
+
+
+async def test_continuity_lexical(llm: OfflineLLM) -> None:
+    previous = page("I want to plan a trip to Berlin", "Berlin is great in spring.")
+    same = page("Which Berlin museums should I visit on my trip?", "The Pergamon museum.")
+    other = page("How do I bake sourdough bread?", "Start with an active starter.")
+    assert (await llm.continuity(previous, same)).continuous is True
+    verdict = await llm.continuity(previous, other)
+    assert verdict.continuous is False
+    assert "sourdough" in verdict.summary
+
+
+async def test_continuity_first_page_and_contentless_follow_up(llm: OfflineLLM) -> None:
+    first = await llm.continuity(None, page("Hello, I like jazz.", "Jazz is wonderful."))
+    assert first.continuous is False
+    assert first.summary
+    previous = page("Tell me about jazz history", "Jazz began in New Orleans.")
+    assert (await llm.continuity(previous, page("Why?", "Because of its ports."))).continuous
+
+
+async def test_continuity_uses_vectors_when_both_pages_carry_them(llm: OfflineLLM) -> None:
+    previous = page("alpha beta", "gamma", vector=[1.0, 0.0])
+    near = page("delta epsilon", "zeta", vector=[0.9, 0.1])
+    far = page("delta epsilon", "zeta", vector=[0.0, 1.0])
+    assert (await llm.continuity(previous, near)).continuous is True
+    assert (await llm.continuity(previous, far)).continuous is False
+
+
+class TableEmbedder:
+    name = "table"
+    dim = 2
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self.table.get(text, [0.0, 1.0]) for text in texts]
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_continuity_embeds_pages_without_vectors_when_given_an_embedder() -> None:
+    previous = page("alpha beta", "gamma")
+    current = page("delta epsilon", "zeta")
+    embedder = TableEmbedder({previous.text: [1.0, 0.0], current.text: [1.0, 0.0]})
+    assert (await OfflineLLM(embedder).continuity(previous, current)).continuous is True
+
+
+async def test_continuity_summary_carries_the_chain(llm: OfflineLLM) -> None:
+    previous = page("Plan my Berlin trip", "Sure.", summary="User plans a Berlin trip.")
+    current = page("Book a Berlin hotel for the trip", "Hotel Adlon is central.")
+    verdict = await llm.continuity(previous, current)
+    assert verdict.continuous
+    assert verdict.summary
+
+
+async def test_topics_split_two_themes_with_keywords(llm: OfflineLLM) -> None:
+    topics = await llm.topics(DIALOGUE)
+    assert len(topics) == 2
+    assert all(topic.keywords and topic.content and topic.theme for topic in topics)
+    assert "Berlin" in topics[0].content
+    assert "cold" in topics[1].content
+    assert all(len(topic.keywords) <= 5 for topic in topics)
+    assert not any(k.lower() in ("user", "assistant") for t in topics for k in t.keywords)
+
+
+async def test_topics_one_theme_and_empty(llm: OfflineLLM) -> None:
+    one = await llm.topics("User: I love jazz music.\nAssistant: Jazz music is great.")
+    assert len(one) == 1
+    assert await llm.topics("   ") == []
+
+
+async def test_topics_are_deterministic(llm: OfflineLLM) -> None:
+    assert await llm.topics(DIALOGUE) == await OfflineLLM(announce=False).topics(DIALOGUE)
+
+
+async def test_segment_summary_is_extractive(llm: OfflineLLM) -> None:
+    summary = await llm.segment_summary("User plans a Berlin trip.", DIALOGUE)
+    assert summary
+    assert len(summary) < len(DIALOGUE)
+    assert await llm.segment_summary("kept", "") == "kept"
+
+
+async def test_user_knowledge_first_person_with_dates(llm: OfflineLLM) -> None:
+    facts = await llm.user_knowledge(DIALOGUE)
+    assert "I am planning a business trip to Berlin next week (on 2023-10-01)." in facts
+    assert any("caught a cold" in fact and "2023-10-02" in fact for fact in facts)
+    assert not any(fact.endswith("?") for fact in facts)
+    assert not any("Pergamon" in fact for fact in facts)  # the assistant said that
+
+
+async def test_agent_traits_skip_politeness(llm: OfflineLLM) -> None:
+    facts = await llm.agent_traits(DIALOGUE)
+    assert facts == ["I recommend the Pergamon museum (on 2023-10-01)."]
+    polite = "User: That's interesting.\nAssistant: I'm glad you find it interesting!"
+    assert await llm.agent_traits(polite) == []
+
+
+async def test_user_traits_heuristic_and_merge(llm: OfflineLLM) -> None:
+    traits = await llm.user_traits({}, DIALOGUE)
+    assert traits["Travel Interest"].level == "Medium"
+    assert traits["Health Focus"].level == "High"  # sick, medicine, sleep
+    known = {
+        "Travel Interest": Trait(level="High", reason="earlier"),
+        "Openness": Trait(level="Low"),
+    }
+    merged = await llm.user_traits(known, DIALOGUE)
+    assert merged["Travel Interest"].reason == "earlier"  # never lowered by the heuristic
+    assert merged["Openness"].level == "Low"
+    assert "Art Interest" not in await llm.user_traits({}, "User: I read an article.")
+
+
+async def test_respond_extractive(llm: OfflineLLM) -> None:
+    memory = PromptMemory("When does my flight leave?", [DIALOGUE])
+    assert (await llm.respond("sys", "user", memory)).text == "My flight leaves Monday."
+    assert (
+        await llm.respond("s", "u", PromptMemory("quantum chromodynamics?", [DIALOGUE]))
+    ).text == (I_DONT_KNOW)
+
+
+def test_trait_tables_follow_the_appendix() -> None:
+    assert [len(group) for group in TRAIT_GROUPS.values()] == [16, 8, 27]
+    assert set(TRAIT_CUES) <= set(TRAIT_DIMENSIONS)
+    assert canonical_dimension("**safety**") == "Safety (Harmlessness)"
+    assert canonical_dimension("Self Actualization Needs") == "Self-Actualization Needs"
+    assert canonical_dimension("Curiosity") is None

@@ -1,0 +1,231 @@
+"""OpenAILLM driving the real ``openai`` client against the fake server."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from schemas.records import ChainLink, Page, Trait
+from streams.errors import LLMError, LLMQuotaExceeded
+from streams.llm import build_llm
+from streams.llm.offline_llm import OfflineLLM
+from streams.llm.openai_llm import OpenAILLM
+from streams.llm.retry import RetryPolicy
+from streams.ports import PromptMemory
+from tests.support.fake_openai import FakeOpenAI, Fault
+from tests.support.fixtures import settings_for
+
+DIALOGUE = "User: I plan a trip to Berlin.\nAssistant: Visit the Pergamon museum.\nTime: 2023-10-01"
+
+
+class RecordingSleep:
+    """Records backoff delays instead of waiting them out."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        await asyncio.sleep(0)
+
+
+class TopOfRange(random.Random):
+    """Full jitter always drawing the ceiling, so the exponential growth is visible."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+def page(query: str, response: str = "Sure.") -> Page:
+    return Page(
+        page_id="p1",
+        user_id="u1",
+        turn_id="t1",
+        query=query,
+        response=response,
+        timestamp=datetime(2023, 10, 1, tzinfo=UTC),
+        chain=ChainLink(chain_id="c1", summary="User plans a trip."),
+    )
+
+
+@pytest.fixture
+def sleeps() -> RecordingSleep:
+    return RecordingSleep()
+
+
+@pytest.fixture
+async def llm(fake_openai: FakeOpenAI, sleeps: RecordingSleep) -> AsyncIterator[OpenAILLM]:
+    client = OpenAILLM(settings_for(fake_openai), sleep=sleeps, rng=TopOfRange())
+    yield client
+    await client.close()
+
+
+async def make(fake: FakeOpenAI, sleeps: RecordingSleep, **overrides: Any) -> OpenAILLM:
+    return OpenAILLM(settings_for(fake, **overrides), sleep=sleeps, rng=TopOfRange())
+
+
+async def test_every_task_parses_the_canned_replies(
+    llm: OpenAILLM, fake_openai: FakeOpenAI
+) -> None:
+    verdict = await llm.continuity(page("Berlin trip"), page("Which museum in Berlin?"))
+    assert verdict.continuous is True
+    assert "Berlin" in verdict.summary
+    first = await llm.continuity(None, page("Hello"))
+    assert first.continuous is False  # nothing to continue, whatever the model says
+    topics = await llm.topics(DIALOGUE)
+    assert [t.theme for t in topics] == ["Business trip", "Health"]
+    assert await llm.segment_summary("", DIALOGUE)
+    known = {"Openness": Trait(level="Low")}
+    traits = await llm.user_traits(known, DIALOGUE)
+    assert traits["Travel Interest"].level == "High"
+    assert traits["Openness"].level == "Low"
+    assert len(await llm.user_knowledge(DIALOGUE)) == 2
+    assert await llm.agent_traits(DIALOGUE) == ["I recommended the Pergamon museum on 2023-10-01."]
+    answer = await llm.respond(
+        "You are role-playing as Assistant", "Where?", PromptMemory("Where?", [])
+    )
+    assert answer.text == "Berlin"
+    assert answer.prompt_tokens > 0
+    assert answer.completion_tokens == 1
+    tasks = [r.task for r in fake_openai.requests]
+    assert tasks == [
+        "continuity", "continuity", "topics", "segment_summary", "user_traits",
+        "user_knowledge", "agent_traits", "respond",
+    ]  # fmt: skip
+
+
+async def test_usage_is_counted_per_task(llm: OpenAILLM, fake_openai: FakeOpenAI) -> None:
+    await llm.topics(DIALOGUE)
+    await llm.topics(DIALOGUE)
+    usage = llm.usage["topics"]
+    assert usage.calls == 2
+    assert usage.completion_tokens > 0
+    assert usage.prompt_tokens > 100
+    assert usage.failures == 0
+
+
+async def test_retry_after_is_honoured(
+    llm: OpenAILLM, fake_openai: FakeOpenAI, sleeps: RecordingSleep
+) -> None:
+    fake_openai.inject(Fault.rate_limit(retry_after=2))
+    assert await llm.topics(DIALOGUE)
+    assert len(sleeps.delays) == 1
+    assert sleeps.delays[0] >= 2
+    assert len(fake_openai.requests) == 2
+
+
+async def test_server_errors_retry_with_growing_backoff(
+    llm: OpenAILLM, fake_openai: FakeOpenAI, sleeps: RecordingSleep
+) -> None:
+    fake_openai.inject(Fault.server_error(500), Fault.unavailable(), Fault.rate_limit())
+    assert await llm.segment_summary("", DIALOGUE)
+    assert sleeps.delays == pytest.approx([0.001, 0.002, 0.004])
+    assert llm.usage["segment_summary"].failures == 3
+    assert llm.usage["segment_summary"].calls == 4
+
+
+def test_backoff_is_full_jitter_under_the_cap() -> None:
+    policy = RetryPolicy(max_retries=5, base_s=0.5, max_s=4.0)
+    rng = random.Random(7)
+    for attempt in range(10):
+        ceiling = min(4.0, 0.5 * 2**attempt)
+        delays = [policy.backoff(attempt, rng) for _ in range(50)]
+        assert all(0.0 <= delay <= ceiling for delay in delays)
+    assert policy.backoff(100, TopOfRange()) == 4.0
+
+
+async def test_timeouts_are_retried(fake_openai: FakeOpenAI, sleeps: RecordingSleep) -> None:
+    llm = await make(fake_openai, sleeps, llm_timeout_s=0.2)
+    fake_openai.inject(Fault.delay(0.6))
+    try:
+        assert await llm.topics(DIALOGUE)
+    finally:
+        await llm.close()
+    assert len(sleeps.delays) == 1
+    assert len(fake_openai.calls("topics")) == 2
+
+
+async def test_insufficient_quota_is_not_retried(
+    llm: OpenAILLM, fake_openai: FakeOpenAI, sleeps: RecordingSleep
+) -> None:
+    fake_openai.inject(Fault.quota(), Fault.quota())
+    with pytest.raises(LLMQuotaExceeded):
+        await llm.topics(DIALOGUE)
+    assert len(fake_openai.requests) == 1
+    assert sleeps.delays == []
+
+
+async def test_exhausted_retries_raise_and_return_no_text(
+    llm: OpenAILLM, fake_openai: FakeOpenAI, sleeps: RecordingSleep
+) -> None:
+    fake_openai.inject(*[Fault.server_error()] * 4)  # 1 try + llm_max_retries=3
+    with pytest.raises(LLMError) as caught:
+        await llm.respond("You are role-playing as Assistant", "Hi", PromptMemory("Hi", []))
+    assert not isinstance(caught.value, LLMQuotaExceeded)
+    assert "gave up after 4 attempts" in str(caught.value)
+    assert len(fake_openai.requests) == 4
+    assert len(sleeps.delays) == 3
+
+
+async def test_client_errors_are_not_retried(llm: OpenAILLM, fake_openai: FakeOpenAI) -> None:
+    fake_openai.inject(Fault.bad_request())
+    with pytest.raises(LLMError, match="HTTP 400"):
+        await llm.user_knowledge(DIALOGUE)
+    assert len(fake_openai.requests) == 1
+
+
+async def test_fenced_json_and_think_blocks_parse(llm: OpenAILLM, fake_openai: FakeOpenAI) -> None:
+    fake_openai.inject(Fault.fenced_json(), Fault.think(), Fault.think())
+    assert len(await llm.topics(DIALOGUE)) == 2
+    assert (await llm.continuity(page("a trip"), page("the trip"))).continuous is True
+    assert "Travel Interest" in await llm.user_traits({}, DIALOGUE)
+    assert len(fake_openai.requests) == 3  # no repair turns were needed
+
+
+async def test_garbage_gets_one_repair_turn(llm: OpenAILLM, fake_openai: FakeOpenAI) -> None:
+    fake_openai.inject(Fault.garbage())
+    topics = await llm.topics(DIALOGUE)
+    assert topics[0].theme == "Business trip"  # the model's repaired reply
+    repair = fake_openai.requests[1].body["messages"]
+    assert repair[-2]["role"] == "assistant"
+    assert "could not be parsed" in repair[-1]["content"]
+    assert "Reply again with only" in repair[-1]["content"]
+    assert llm.usage["topics"].fallbacks == 0
+
+
+async def test_garbage_twice_falls_back_to_offline(llm: OpenAILLM, fake_openai: FakeOpenAI) -> None:
+    fake_openai.inject(Fault.garbage(), Fault.garbage())
+    topics = await llm.topics(DIALOGUE)
+    assert topics == await OfflineLLM(announce=False).topics(DIALOGUE)
+    assert len(fake_openai.requests) == 2
+    assert llm.usage["topics"].fallbacks == 1
+    assert llm.usage["topics"].failures == 2
+
+
+async def test_in_flight_limit_is_respected(
+    fake_openai: FakeOpenAI, sleeps: RecordingSleep
+) -> None:
+    llm = await make(fake_openai, sleeps, llm_max_in_flight=3)
+    fake_openai.latency_s = 0.1
+    memory = PromptMemory("Where?", [])
+    try:
+        answers = await asyncio.gather(
+            *(llm.respond("You are role-playing as A", f"q{i}", memory) for i in range(10))
+        )
+    finally:
+        await llm.close()
+    assert all(answer.text == "Berlin" for answer in answers)
+    assert fake_openai.max_in_flight == 3
+    starts = sorted(record.at for record in fake_openai.requests)
+    assert starts[-1] - starts[0] >= 0.25  # 10 calls through 3 slots: at least 4 waves
+
+
+async def test_build_llm_chooses_openai(fake_openai: FakeOpenAI) -> None:
+    llm = build_llm(settings_for(fake_openai))
+    assert llm.backend == "openai"
+    await llm.close()

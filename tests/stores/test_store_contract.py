@@ -1,0 +1,294 @@
+"""One contract for every VectorStore adapter: Qdrant Edge on disk and qdrant-client local mode."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from streams.errors import StoreError
+from streams.ports import (
+    AGENT_TRAITS,
+    PAGES,
+    PERSONA_DIM,
+    PERSONAS,
+    SEGMENTS,
+    USER_KNOWLEDGE,
+    Point,
+    VectorStore,
+)
+from streams.settings import Settings
+from streams.stores import build_store
+from streams.stores.edge import EdgeStore
+from streams.stores.qdrant import QdrantStore
+
+ROOT = Path(__file__).resolve().parents[2]
+DIM = 4
+ADAPTERS = ["edge", "qdrant-path", "qdrant-memory"]
+ON_DISK = {"edge", "qdrant-path"}
+
+StoreFactory = Callable[[], VectorStore]
+
+
+def pid(key: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, key))
+
+
+def point(key: str, user: str, vector: list[float], **payload: object) -> Point:
+    sparse = payload.pop("sparse", None)
+    return Point(pid(key), vector, {"user_id": user, "key": key, **payload}, sparse)  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=ADAPTERS)
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
+    """A factory, so persistence tests can open the same location a second time."""
+    kind: str = request.param
+
+    def make() -> VectorStore:
+        if kind == "edge":
+            return EdgeStore(tmp_path / "qdrant")
+        if kind == "qdrant-path":
+            return QdrantStore(str(tmp_path / "local"))
+        return QdrantStore(":memory:")
+
+    make.kind = kind  # type: ignore[attr-defined]
+    return make
+
+
+@pytest.fixture
+async def store(make_store: StoreFactory) -> AsyncIterator[VectorStore]:
+    opened = make_store()
+    await opened.ensure_collections(DIM)
+    yield opened
+    await opened.close()
+
+
+async def seed(store: VectorStore) -> None:
+    await store.upsert(
+        PAGES,
+        [
+            point("a1", "alice", [1.0, 0.0, 0.0, 0.0], kind="page", topic="food"),
+            point("a2", "alice", [0.8, 0.6, 0.0, 0.0], kind="page", topic="travel"),
+            point("a3", "alice", [0.0, 1.0, 0.0, 0.0], kind="note", topic="food"),
+            point("b1", "bob", [1.0, 0.0, 0.0, 0.0], kind="page", topic="food"),
+        ],
+    )
+
+
+async def test_search_is_per_user(store: VectorStore) -> None:
+    await seed(store)
+    hits = await store.search(PAGES, "alice", [1.0, 0.0, 0.0, 0.0], limit=10)
+    assert [hit.payload["key"] for hit in hits] == ["a1", "a2", "a3"]
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert hits[0].vector is None
+    bob = await store.search(PAGES, "bob", [0.0, 1.0, 0.0, 0.0], limit=10, with_vectors=True)
+    assert [hit.id for hit in bob] == [pid("b1")]
+    assert bob[0].vector == pytest.approx([1.0, 0.0, 0.0, 0.0])
+    assert await store.search(PAGES, "carol", [1.0, 0.0, 0.0, 0.0], limit=10) == []
+    assert await store.search(PAGES, "alice", [1.0, 0.0, 0.0, 0.0], limit=0) == []
+
+
+async def test_where_filters(store: VectorStore) -> None:
+    await seed(store)
+    vector = [1.0, 0.0, 0.0, 0.0]
+    food = await store.search(PAGES, "alice", vector, limit=10, where={"topic": "food"})
+    assert {hit.payload["key"] for hit in food} == {"a1", "a3"}
+    both = await store.search(PAGES, "alice", vector, 10, where={"topic": "food", "kind": "page"})
+    assert [hit.payload["key"] for hit in both] == ["a1"]
+    scrolled = await store.scroll(PAGES, "alice", where={"kind": "note"})
+    assert [p.payload["key"] for p in scrolled] == ["a3"]
+    assert await store.count(PAGES, "alice", where={"topic": "food"}) == 2
+    assert await store.count(PAGES, where={"topic": "food"}) == 3
+    with pytest.raises(StoreError, match="user_id"):
+        await store.search(PAGES, "alice", vector, 10, where={"user_id": "bob"})
+
+
+async def test_retrieve_scroll_count(store: VectorStore) -> None:
+    await seed(store)
+    unknown = pid("nobody")
+    got = await store.retrieve(PAGES, [pid("a3"), unknown, pid("b1")])
+    assert [p.id for p in got] == [pid("a3"), pid("b1")]
+    assert got[0].vector == []
+    assert got[0].payload["topic"] == "food"
+    with_vectors = await store.retrieve(PAGES, [pid("a2")], with_vectors=True)
+    assert with_vectors[0].vector == pytest.approx([0.8, 0.6, 0.0, 0.0], abs=1e-6)
+    assert await store.retrieve(PAGES, []) == []
+    scrolled = await store.scroll(PAGES, "alice", with_vectors=True)
+    assert {p.payload["key"] for p in scrolled} == {"a1", "a2", "a3"}
+    assert all(len(p.vector) == DIM for p in scrolled)
+    assert await store.count(PAGES, "alice") == 3
+    assert await store.count(PAGES, "bob") == 1
+    assert await store.count(PAGES) == 4
+    assert await store.count(SEGMENTS) == 0
+
+
+async def test_scroll_pages_through_many_points(store: VectorStore) -> None:
+    points = [point(f"m{i}", "many", [1.0, i / 300, 0.0, 0.0]) for i in range(300)]
+    await store.upsert(SEGMENTS, points)
+    scrolled = await store.scroll(SEGMENTS, "many")
+    assert sorted(p.id for p in scrolled) == sorted(p.id for p in points)
+
+
+async def test_delete_and_delete_user(store: VectorStore) -> None:
+    await seed(store)
+    await store.delete(PAGES, [pid("a2"), pid("never-stored")])
+    assert await store.count(PAGES, "alice") == 2
+    assert await store.retrieve(PAGES, [pid("a2")]) == []
+    assert await store.delete_user(PAGES, "alice") == 2
+    assert await store.delete_user(PAGES, "alice") == 0
+    assert await store.count(PAGES, "alice") == 0
+    assert await store.count(PAGES, "bob") == 1
+    await store.delete(PAGES, [])
+
+
+async def test_reupsert_is_idempotent_and_replaces_payload(store: VectorStore) -> None:
+    await seed(store)
+    await store.upsert(PAGES, [Point(pid("a1"), [0.0, 0.0, 1.0, 0.0], {"user_id": "alice"})])
+    assert await store.count(PAGES) == 4
+    (again,) = await store.retrieve(PAGES, [pid("a1")], with_vectors=True)
+    assert again.payload == {"user_id": "alice"}
+    assert again.vector == pytest.approx([0.0, 0.0, 1.0, 0.0])
+
+
+async def test_hybrid_search_finds_the_exact_word(store: VectorStore) -> None:
+    word, other = 1234567, 89
+    points = [
+        point(f"n{i}", "alice", [1.0, 0.1 * i, 0.0, 0.0], sparse={other: 1.0}) for i in range(6)
+    ]
+    points.append(point("exact", "alice", [0.0, 0.0, 1.0, 0.0], sparse={word: 1.0, other: 1.0}))
+    points.append(point("bob", "bob", [1.0, 0.0, 0.0, 0.0], sparse={word: 2.0}))
+    await store.upsert(USER_KNOWLEDGE, points)
+    query = [1.0, 0.0, 0.0, 0.0]
+    dense = await store.search(USER_KNOWLEDGE, "alice", query, limit=10)
+    assert dense[-1].payload["key"] == "exact"
+    hybrid = await store.search(USER_KNOWLEDGE, "alice", query, limit=3, sparse={word: 1.0})
+    assert hybrid[0].payload["key"] == "exact"
+    assert {hit.payload["key"] for hit in hybrid} <= {f"n{i}" for i in range(6)} | {"exact"}
+    # the engines' RRF: 1/(k + rank) per list, rank from 0, k = 60
+    assert hybrid[0].score == pytest.approx(1 / 60 + 1 / 66, rel=1e-4)
+    # an empty sparse vector (a query of stopwords) is a plain dense search
+    assert await store.search(USER_KNOWLEDGE, "alice", query, 10, sparse={}) == dense
+
+
+async def test_lexical_only_search(store: VectorStore) -> None:
+    await store.upsert(
+        AGENT_TRAITS,
+        [
+            point("t1", "alice", [1.0, 0.0, 0.0, 0.0], sparse={7: 1.0}),
+            point("t2", "alice", [1.0, 0.0, 0.0, 0.0], sparse={8: 1.0}),
+        ],
+    )
+    search = store.search  # an adapter extension, not part of the port
+    hits = await search(AGENT_TRAITS, "alice", [], 10, sparse={8: 1.0}, lexical_only=True)  # type: ignore[call-arg]
+    assert [hit.payload["key"] for hit in hits] == ["t2"]
+
+
+async def test_bad_input_is_refused(store: VectorStore) -> None:
+    with pytest.raises(StoreError, match="size 3"):
+        await store.upsert(PAGES, [point("x", "alice", [1.0, 0.0, 0.0])])
+    with pytest.raises(StoreError, match="user_id"):
+        await store.upsert(PAGES, [Point(pid("x"), [1.0, 0.0, 0.0, 0.0], {})])
+    with pytest.raises(StoreError, match="uuid"):
+        await store.upsert(PAGES, [Point("page-1", [1.0, 0.0, 0.0, 0.0], {"user_id": "a"})])
+    with pytest.raises(StoreError, match="no lexical"):
+        await store.upsert(SEGMENTS, [point("s", "alice", [1.0, 0.0, 0.0, 0.0], sparse={1: 1.0})])
+    with pytest.raises(StoreError, match="no lexical"):
+        await store.search(SEGMENTS, "alice", [1.0, 0.0, 0.0, 0.0], 5, sparse={1: 1.0})
+    with pytest.raises(StoreError, match="unknown collection"):
+        await store.count("nope")
+    with pytest.raises(StoreError, match="user_id"):
+        await store.search(PAGES, "", [1.0, 0.0, 0.0, 0.0], 5)
+    await store.upsert(PERSONAS, [point("p", "alice", [1.0] * PERSONA_DIM, profile="x")])
+    assert await store.count(PERSONAS, "alice") == 1
+
+
+async def test_persists_across_close_and_reopen(make_store: StoreFactory) -> None:
+    if make_store.kind not in ON_DISK:  # type: ignore[attr-defined]
+        pytest.skip("in-memory store")
+    first = make_store()
+    await first.ensure_collections(DIM)
+    await seed(first)
+    await first.upsert(PAGES, [point("w", "alice", [0.0, 0.0, 0.0, 1.0], sparse={5: 1.0})])
+    await first.delete(PAGES, [pid("a3")])
+    await first.close()
+    second = make_store()
+    await second.ensure_collections(DIM)
+    assert await second.count(PAGES, "alice") == 3
+    hits = await second.search(PAGES, "alice", [0.0, 0.0, 0.0, 1.0], 1, sparse={5: 1.0})
+    assert hits[0].id == pid("w")
+    await second.close()
+    third = make_store()
+    with pytest.raises(StoreError, match="size"):
+        await third.ensure_collections(DIM + 1)
+    await third.close()
+
+
+async def test_edge_folder_is_locked_to_one_store(tmp_path: Path) -> None:
+    first = EdgeStore(tmp_path)
+    await first.ensure_collections(DIM)
+    second = EdgeStore(tmp_path)
+    with pytest.raises(StoreError, match="in use"):
+        await second.ensure_collections(DIM)
+    await first.close()
+    await second.ensure_collections(DIM)  # free again once the first is closed
+    await second.close()
+
+
+async def test_edge_writes_survive_a_killed_process(tmp_path: Path) -> None:
+    script = f"""
+import asyncio, os
+from streams.ports import PAGES, Point
+from streams.stores.edge import EdgeStore
+
+async def main():
+    store = EdgeStore({str(tmp_path)!r})
+    await store.ensure_collections({DIM})
+    await store.upsert(PAGES, [Point({pid("k")!r}, [1.0, 0, 0, 0], {{"user_id": "u"}})])
+    os._exit(0)  # no flush, no close: only the write-ahead log has the point
+
+asyncio.run(main())
+"""
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", script, cwd=ROOT)
+    assert await asyncio.wait_for(child.wait(), timeout=60) == 0
+    store = EdgeStore(tmp_path)
+    await store.ensure_collections(DIM)
+    assert [p.id for p in await store.retrieve(PAGES, [pid("k")])] == [pid("k")]
+    await store.close()
+
+
+async def test_store_refuses_calls_before_ensure_and_after_close(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path)
+    with pytest.raises(StoreError, match="ensure_collections"):
+        await store.count(PAGES)
+    await store.ensure_collections(DIM)
+    await store.ensure_collections(DIM)  # twice is fine
+    await store.close()
+    await store.close()
+    with pytest.raises(StoreError, match="ensure_collections"):
+        await store.search(PAGES, "u", [1.0, 0.0, 0.0, 0.0], 1)
+
+
+async def test_edge_flushes_as_it_goes(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path, flush_interval_s=0.0)  # flush after every write
+    await store.ensure_collections(DIM)
+    await seed(store)
+    await store.delete(PAGES, [pid("a1")])
+    assert await store.delete_user(PAGES, "alice") == 2
+    await store.close()
+    reopened = EdgeStore(tmp_path)
+    await reopened.ensure_collections(DIM)
+    assert await reopened.count(PAGES) == 1
+    await reopened.close()
+
+
+def test_build_store_follows_settings(tmp_path: Path) -> None:
+    edge = build_store(Settings(store="edge", data_dir=tmp_path))
+    assert isinstance(edge, EdgeStore)
+    assert edge.name == "edge"
+    qdrant = build_store(Settings(store="qdrant", qdrant_url=":memory:"))
+    assert isinstance(qdrant, QdrantStore)
+    assert qdrant.name == "qdrant"

@@ -1,0 +1,1 @@
+"""Test helpers shared across suites (fake servers, fixtures)."""
