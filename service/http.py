@@ -65,7 +65,9 @@ def create_http_app(
     metrics: Metrics,
     health: HealthCheck,
     ready: HealthCheck,
+    api: bool = True,
 ) -> FastAPI:
+    """The HTTP app; ``api=False`` (a worker) serves only health and metrics."""
     app = FastAPI(title="MemoryOS Streams", version="0.1.0")
     keys = settings.api_key_list
 
@@ -112,6 +114,12 @@ def create_http_app(
     async def metrics_endpoint() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    if api:
+        _add_api_routes(app, service)
+    return app
+
+
+def _add_api_routes(app: FastAPI, service: MemoryService) -> None:
     @app.post("/v1/users/{user_id}/turns", status_code=202)
     async def add_turn(user_id: UserId, turn: TurnIn) -> dict[str, str]:
         try:
@@ -161,5 +169,3 @@ def create_http_app(
     @app.get("/v1/users/{user_id}/memory")
     async def get_memory(user_id: UserId) -> dict[str, Any]:
         return await service.get_memory(user_id)
-
-    return app

@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     batch_timeout_s: float = Field(0.05, gt=0.0, description="longest wait to fill a batch")
     dlq_max_attempts: int = Field(3, ge=1, le=100, description="tries before dead-lettering")
     consumer_session_timeout_s: float = Field(
-        30.0, ge=1.0, description="Kafka consumer session timeout"
+        6.0, ge=1.0, description="Kafka consumer session timeout"
     )
     consumer_rebalance_timeout_s: float = Field(
         3.0, ge=1.0, description="how long a rebalance waits for members (also the first join)"

@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
+from aiokafka import AIOKafkaProducer
 
 from agents.context import Services
 from service.http import create_http_app
 from service.memory import MemoryService
 from streams.app import PIPELINE_TOPICS, MemoryApp, create_app
 from streams.broker import EmbeddedBroker
+from streams.errors import ConfigError
 from streams.lag import LagProbe
 from streams.services import build_services, close_services
 from streams.settings import Settings
@@ -31,9 +33,37 @@ class FaustSink:
         await self.memory_app.send(topic, key, value)
 
 
+class KafkaSink:
+    """A service replica without a worker writes with its own idempotent producer."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, acks="all", enable_idempotence=True
+        )
+
+    async def start(self) -> None:
+        await self.producer.start()
+
+    async def stop(self) -> None:
+        await self.producer.stop()
+
+    async def send(self, topic: str, key: bytes, value: bytes) -> None:
+        await self.producer.send_and_wait(topic, value, key=key)
+
+
+Role = Literal["all", "worker", "service"]
+LAG_INTERVAL_S = 5.0
+
+
 class Stack:
-    def __init__(self, settings: Settings, serve_http: bool = True) -> None:
+    """One process of MemoryOS. ``all``: embedded everything (`memoryos up`); ``worker``: the
+    Faust agents plus health and metrics; ``service``: the stateless HTTP API only."""
+
+    def __init__(self, settings: Settings, role: Role = "all", serve_http: bool = True) -> None:
+        if role != "all" and not settings.broker_url:
+            raise ConfigError(f"memoryos {role} needs MEMORYOS_BROKER_URL (or --broker)")
         self.settings = settings
+        self.role = role
         self.serve_http = serve_http
         self.broker: EmbeddedBroker | None = None
         self.services: Services | None = None
@@ -42,6 +72,8 @@ class Stack:
         self.lag: LagProbe | None = None
         self._server: uvicorn.Server | None = None
         self._server_task: asyncio.Task[None] | None = None
+        self._lag_task: asyncio.Task[None] | None = None
+        self._kafka_sink: KafkaSink | None = None
         self.port = settings.port
 
     @property
@@ -80,7 +112,12 @@ class Stack:
         assert self.service is not None
         assert self.services is not None
         http = create_http_app(
-            self.service, self.settings, self.services.metrics, self.health, self.ready
+            self.service,
+            self.settings,
+            self.services.metrics,
+            self.health,
+            self.ready,
+            api=self.role != "worker",
         )
         config = uvicorn.Config(
             http,
@@ -110,8 +147,22 @@ class Stack:
         }
 
     async def ready(self) -> dict[str, Any]:
+        if self.role == "service":
+            return {"ready": self._kafka_sink is not None and self.services is not None}
         running = self.memory_app is not None and self.memory_app.app.started
         return {"ready": bool(running)}
+
+    async def _export_lag(self) -> None:
+        assert self.lag is not None
+        assert self.services is not None
+        gauge = self.services.metrics.consumer_lag
+        while True:
+            await asyncio.sleep(LAG_INTERVAL_S)
+            try:
+                for (topic, partition), lag in (await self.lag.lag()).items():
+                    gauge.labels(topic=topic, partition=str(partition)).set(lag)
+            except Exception as exc:
+                log.debug("consumer lag probe failed: %s", exc)
 
     async def wait_idle(self, timeout_s: float = 120.0) -> bool:
         assert self.lag is not None
@@ -122,6 +173,12 @@ class Stack:
             self._server.should_exit = True
             if self._server_task is not None:
                 await self._server_task
+        if self._lag_task is not None:
+            self._lag_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lag_task
+        if self._kafka_sink is not None:
+            await self._kafka_sink.stop()
         if self.lag is not None:
             # The embedded broker forgets everything: finish what is in flight first.
             if self.broker is not None and not await self.lag.wait_idle(drain_timeout_s):
@@ -133,7 +190,3 @@ class Stack:
             await close_services(self.services)
         if self.broker is not None:
             await asyncio.to_thread(self.broker.stop)
-
-    async def run_forever(self, stop: asyncio.Event) -> None:
-        with contextlib.suppress(asyncio.CancelledError):
-            await stop.wait()

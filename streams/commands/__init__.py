@@ -1,0 +1,1 @@
+"""The `memoryos` subcommands, one module each."""

@@ -1,0 +1,46 @@
+"""`memoryos up --demo`: ingest the bundled conversation, then show memory and answers."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import orjson
+
+from schemas.codec import decode
+from schemas.turn import TurnEvent
+from streams.commands.inspect import render
+from streams.stack import Stack
+
+
+def demo_turns() -> list[TurnEvent]:
+    data = resources.files("streams").joinpath("data/demo.jsonl").read_bytes()
+    return [decode(TurnEvent, line) for line in data.splitlines() if line.strip()]
+
+
+def demo_questions() -> list[dict[str, Any]]:
+    data = resources.files("streams").joinpath("data/demo_questions.json").read_bytes()
+    questions: list[dict[str, Any]] = orjson.loads(data)
+    return questions
+
+
+async def run_demo(stack: Stack) -> None:
+    assert stack.service is not None
+    turns = demo_turns()
+    users = sorted({turn.user_id for turn in turns})
+    print(f"demo: ingesting {len(turns)} turns of {len(users)} users ...", flush=True)
+    await stack.service.add_turns(turns)
+    await stack.wait_idle(timeout_s=300)
+    answers = []
+    for question in demo_questions():
+        text, _memory, _usage = await stack.service.respond(
+            question["user_id"], question["question"]
+        )
+        answers.append((question, text))
+    await stack.wait_idle(timeout_s=120)  # let the retrieval hits reach the heat agent
+    for user in users:
+        print("\n" + render(await stack.service.get_memory(user)), flush=True)
+    print("\nanswers:")
+    for question, text in answers:
+        print(f"  {question['user_id']}: {question['question']}\n    -> {text}", flush=True)
+    print(f"\ntry: curl -s http://{stack.settings.host}:{stack.port}/v1/users/{users[0]}/memory")

@@ -1,0 +1,65 @@
+"""`memoryos inspect USER`: one user's memory, from GET /v1/users/{user}/memory."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import httpx
+import orjson
+
+from streams.settings import Settings
+
+
+def fetch_memory(url: str, user: str, api_key: str | None = None) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    response = httpx.get(f"{url.rstrip('/')}/v1/users/{user}/memory", headers=headers, timeout=30)
+    response.raise_for_status()
+    data: dict[str, Any] = response.json()
+    return data
+
+
+def render(memory: dict[str, Any]) -> str:
+    lines = [f"user {memory['user_id']}", f"short-term memory ({len(memory['short_term'])} pages):"]
+    for page in memory["short_term"]:
+        lines.append(
+            f"  [{page['timestamp']}] Q: {_cut(page['query'])}  A: {_cut(page['response'])}"
+        )
+    lines.append(f"mid-term memory ({len(memory['mid_term'])} segments):")
+    for segment in sorted(memory["mid_term"], key=lambda s: -s["heat"]):
+        lines.append(
+            f"  heat {segment['heat']:.2f} (N_visit {segment['n_visit']}, "
+            f"L_interaction {segment['l_interaction']}), {len(segment['pages'])} pages, "
+            f"keywords: {', '.join(segment['keywords'][:6])}"
+        )
+        lines.append(f"    {_cut(segment['summary'], 110)}")
+    persona = memory["persona"]
+    lines.append("persona:")
+    lines.append(
+        "  traits: " + ", ".join(f"{k}={v['level']}" for k, v in persona["traits"].items())
+    )
+    for fact in persona["user_knowledge"]:
+        lines.append(f"  user: {_cut(fact, 110)}")
+    for fact in persona["agent_traits"]:
+        lines.append(f"  assistant: {_cut(fact, 110)}")
+    return "\n".join(lines)
+
+
+def _cut(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def main(args: argparse.Namespace, settings: Settings) -> int:
+    keys = settings.api_key_list
+    try:
+        memory = fetch_memory(args.url, args.user, keys[0] if keys else None)
+    except httpx.HTTPError as exc:
+        print(f"memoryos inspect: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(orjson.dumps(memory, option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(render(memory))
+    return 0

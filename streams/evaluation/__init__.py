@@ -1,0 +1,1 @@
+"""Evaluations of the memory pipeline (``memoryos eval``)."""
