@@ -10,6 +10,7 @@ from agents.context import Services
 from agents.runtime import BatchRunner, Consumed
 from memory.persona import append_facts, merge_traits
 from schemas.records import Persona, PersonaJob
+from streams.llm.prompts import dialogue_text
 
 
 class PersonaAgent:
@@ -32,7 +33,7 @@ class PersonaAgent:
         pages = await services.repo.pages_of_segment(job.user_id, job.segment_id)
         if not pages:
             return  # evicted before its turn came: nothing left to learn from
-        dialogue = "\n".join(f"[{p.timestamp:%Y-%m-%d %H:%M}] {p.text}" for p in pages)
+        dialogue = dialogue_text(pages)
         persona = await services.repo.load_persona(job.user_id)
         # LLMError propagates: the runner retries and dead-letters; nothing half-done is stored.
         traits, user_facts, agent_facts = await asyncio.gather(

@@ -30,9 +30,8 @@ _DATE_TIME = re.compile(
     re.IGNORECASE,
 )
 # Month names by hand rather than strptime's %B: strptime follows the process locale.
-_MONTH_NAMES = (
-    "january february march april may june july august september october november december"
-).split()
+_MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july"]
+_MONTH_NAMES += ["august", "september", "october", "november", "december"]
 _MONTHS = {name: n for n, name in enumerate(_MONTH_NAMES, start=1)}
 _MONTHS |= {name[:3]: n for name, n in list(_MONTHS.items())} | {"sept": 9}
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9._:@-]+")
@@ -68,7 +67,7 @@ def parse_session_time(text: str) -> datetime:
     """LoCoMo's "1:56 pm on 8 May, 2023" as an aware UTC datetime (the data has no zone)."""
     match = _DATE_TIME.match(text)
     month = _MONTHS.get(match.group(5).lower()) if match else None
-    if match is None or month is None:
+    if match is None or month is None or not 1 <= int(match.group(1)) <= 12:
         raise InvalidEvent(f"not a LoCoMo session time: {text!r}", field="session_date_time")
     hour, minute = int(match.group(1)) % 12, int(match.group(2))
     if match.group(3).lower() == "p":

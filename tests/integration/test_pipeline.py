@@ -1,0 +1,164 @@
+"""The pipeline on the embedded stack: real Tansu broker, real Faust agents, real Qdrant Edge."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+import pytest_asyncio
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from schemas.records import Page
+from service.memory import MemoryService
+from streams.app import DLQ, TURNS
+from streams.errors import LLMError
+from streams.ports import ContinuityVerdict
+from streams.stack import Stack
+from tests.support.stacks import make_turns, running_stack, strip_volatile
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
+
+HIKING = [
+    (f"I went hiking in the Alps, day {i}, and my boots held up.", f"Great hike on day {i}!")
+    for i in range(10)
+]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    async with running_stack(tmp_path_factory.mktemp("pipeline"), stm_capacity=3) as running:
+        yield running
+
+
+def service(stack: Stack) -> MemoryService:
+    assert stack.service is not None
+    return stack.service
+
+
+def pages_of(memory: dict[str, Any]) -> list[dict[str, Any]]:
+    return memory["short_term"] + [p for s in memory["mid_term"] for p in s["pages"]]
+
+
+async def test_turns_reach_every_tier_exactly_once(stack: Stack) -> None:
+    await service(stack).add_turns(make_turns("hiker", HIKING))
+    assert await stack.wait_idle(120)
+    memory = await service(stack).get_memory("hiker")
+    assert [p["turn_id"] for p in memory["short_term"]] == ["t007", "t008", "t009"]
+    turn_ids = sorted(p["turn_id"] for p in pages_of(memory))
+    assert turn_ids == [f"t{i:03d}" for i in range(10)]
+    assert memory["mid_term"], "evicted pages must land in segments"
+    by_id = {p["page_id"]: p for p in pages_of(memory)}
+    for page in by_id.values():  # chain links point at real pages, both ways
+        if page["chain"]["prev"]:
+            assert by_id[page["chain"]["prev"]]["chain"]["next"] == page["page_id"]
+
+
+async def test_replaying_turns_changes_nothing(stack: Stack) -> None:
+    turns = make_turns("replayer", HIKING[:6])
+    await service(stack).add_turns(turns)
+    assert await stack.wait_idle(120)
+    before = strip_volatile(await service(stack).get_memory("replayer"))
+    await service(stack).add_turns(turns)
+    assert await stack.wait_idle(120)
+    after = strip_volatile(await service(stack).get_memory("replayer"))
+    assert after == before
+
+
+async def test_bad_events_are_dead_lettered_and_the_rest_flows(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert stack.services is not None
+    llm = stack.services.llm
+    real = llm.continuity
+
+    async def failing(previous: Page | None, current: Page) -> ContinuityVerdict:
+        if "POISON" in current.query:
+            raise LLMError("the model keeps failing on this turn")
+        return await real(previous, current)
+
+    monkeypatch.setattr(llm, "continuity", failing)
+    bootstrap = stack.broker_url.removeprefix("kafka://")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(TURNS, b"{not json", key=b"dlq-user")
+        await producer.send_and_wait(TURNS, orjson.dumps({"user_id": "dlq-user"}), key=b"dlq-user")
+    finally:
+        await producer.stop()
+    poison, healthy = make_turns("dlq-user", [("POISON pill", "no"), ("I like tea.", "Noted.")])
+    await service(stack).add_turns([poison, healthy])
+    assert await stack.wait_idle(120)
+    memory = await service(stack).get_memory("dlq-user")
+    assert [p["turn_id"] for p in pages_of(memory)] == [healthy.turn_id]
+
+    records = await read_topic(bootstrap, DLQ, expected=3)
+    reasons = [dict(r.headers) for r in records]
+    assert all(h["source-topic"] == TURNS.encode() for h in reasons)
+    assert any(b"not valid JSON" in h["reason"] for h in reasons)
+    assert any(b"turn_id" in h["reason"] for h in reasons)
+    failed = next(h for h in reasons if h["error"] == b"LLMError")
+    assert int(failed["attempts"]) == stack.settings.dlq_max_attempts
+    assert any(r.value == b"{not json" for r in records), "the original value is kept"
+
+
+async def read_topic(bootstrap: str, topic: str, expected: int) -> list[Any]:
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None
+    )
+    await consumer.start()
+    records: list[Any] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(records) < expected and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            for messages in batch.values():
+                records.extend(messages)
+    finally:
+        await consumer.stop()
+    return records
+
+
+async def test_users_overlap_while_each_user_keeps_order(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert stack.services is not None
+    llm = stack.services.llm
+    real = llm.continuity
+    calls: list[tuple[str, int, float, float]] = []
+
+    async def slow(previous: Page | None, current: Page) -> ContinuityVerdict:
+        started = time.monotonic()
+        await asyncio.sleep(0.3)  # a slow model
+        verdict = await real(previous, current)
+        calls.append((current.user_id, int(current.turn_id[1:]), started, time.monotonic()))
+        return verdict
+
+    monkeypatch.setattr(llm, "continuity", slow)
+    turns = make_turns("para-a", HIKING[:4]) + make_turns("para-b", HIKING[:4])
+    await service(stack).add_turns(turns)
+    assert await stack.wait_idle(120)
+    for user in ("para-a", "para-b"):
+        mine = [c for c in calls if c[0] == user]
+        assert [c[1] for c in mine] == [0, 1, 2, 3], "one user's turns run in order"
+        assert all(a[3] <= b[2] for a, b in zip(mine, mine[1:], strict=False)), "never overlapping"
+    a_calls = [c for c in calls if c[0] == "para-a"]
+    b_calls = [c for c in calls if c[0] == "para-b"]
+    overlaps = sum(1 for a in a_calls for b in b_calls if a[2] < b[3] and b[2] < a[3])
+    assert overlaps >= 2, "different users' LLM calls run concurrently"
+
+
+async def test_pipeline_metrics_count_the_work(stack: Stack) -> None:
+    assert stack.services is not None
+    registry = stack.services.metrics.registry
+    ok_chain = registry.get_sample_value(
+        "memoryos_events_total", {"stage": "chain", "outcome": "ok"}
+    )
+    moved = registry.get_sample_value(
+        "memoryos_memory_transitions_total", {"transition": "stm_to_mtm"}
+    )
+    assert ok_chain and ok_chain >= 10
+    assert moved and moved >= 7

@@ -1,0 +1,151 @@
+"""Running MemoryOS for integration tests: in-process stacks and `memoryos up` subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from schemas.turn import TurnEvent
+from streams.broker import free_port
+from streams.settings import load_settings
+from streams.stack import Stack
+
+FAST_GROUP = {"consumer_session_timeout_s": 6.0, "consumer_rebalance_timeout_s": 2.0}
+
+
+@asynccontextmanager
+async def running_stack(data_dir: Path, **overrides: Any) -> AsyncIterator[Stack]:
+    settings = load_settings(
+        data_dir=data_dir, broker_port=free_port(), port=0, **(FAST_GROUP | overrides)
+    )
+    stack = Stack(settings)
+    await stack.start()
+    try:
+        yield stack
+    finally:
+        await stack.stop()
+
+
+def make_turns(
+    user_id: str,
+    texts: Iterable[tuple[str, str]],
+    start: datetime | None = None,
+    prefix: str = "t",
+) -> list[TurnEvent]:
+    start = start or datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    return [
+        TurnEvent(
+            user_id=user_id,
+            turn_id=f"{prefix}{i:03d}",
+            query=query,
+            response=response,
+            timestamp=start + timedelta(minutes=i),
+        )
+        for i, (query, response) in enumerate(texts)
+    ]
+
+
+async def eventually(
+    check: Callable[[], Any], timeout_s: float = 60.0, every_s: float = 0.2
+) -> Any:
+    """Poll ``check`` (sync or async) until it returns something truthy; fail on timeout."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if asyncio.iscoroutine(last):
+            last = await last
+        if last:
+            return last
+        await asyncio.sleep(every_s)
+    raise AssertionError(f"condition not met within {timeout_s} s (last value: {last!r})")
+
+
+def strip_volatile(memory: dict[str, Any]) -> dict[str, Any]:
+    """A memory document without what changes with the wall clock (heat's recency)."""
+    copy = {**memory, "mid_term": [{**s, "heat": round(s["heat"], 3)} for s in memory["mid_term"]]}
+    return copy
+
+
+class UpProcess:
+    """`memoryos up` as a child process, as a user runs it."""
+
+    def __init__(self, data_dir: Path, broker: str | None = None, **env: str) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.broker_port = free_port()
+        self.broker = broker
+        self.env = {
+            **os.environ,
+            "MEMORYOS_CONSUMER_SESSION_TIMEOUT_S": "6",
+            "MEMORYOS_CONSUMER_REBALANCE_TIMEOUT_S": "2",
+            **env,
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = data_dir / "up.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "streams.cli",
+            "up",
+            "--data-dir",
+            str(self.data_dir),
+            "--port",
+            str(self.port),
+            "--broker-port",
+            str(self.broker_port),
+        ]
+        if self.broker:
+            command += ["--broker", self.broker]
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=self.env
+            )
+
+    async def wait_ready(self, timeout_s: float = 90.0) -> None:
+        async def ready() -> bool:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"memoryos up exited: {self.log.read_text()[-3000:]}")
+            try:
+                async with httpx.AsyncClient() as client:
+                    return (await client.get(f"{self.url}/readyz", timeout=2)).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        await eventually(ready, timeout_s, every_s=0.5)
+
+    async def memory(self, user: str) -> dict[str, Any]:
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{self.url}/v1/users/{user}/memory", timeout=30)
+            response.raise_for_status()
+            data: dict[str, Any] = response.json()
+            return data
+
+    def terminate(self, timeout_s: float = 60.0) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout_s)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=10)
