@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -144,7 +145,7 @@ async def test_users_overlap_while_each_user_keeps_order(
     for user in ("para-a", "para-b"):
         mine = [c for c in calls if c[0] == user]
         assert [c[1] for c in mine] == [0, 1, 2, 3], "one user's turns run in order"
-        assert all(a[3] <= b[2] for a, b in zip(mine, mine[1:], strict=False)), "never overlapping"
+        assert all(a[3] <= b[2] for a, b in itertools.pairwise(mine)), "never overlapping"
     a_calls = [c for c in calls if c[0] == "para-a"]
     b_calls = [c for c in calls if c[0] == "para-b"]
     overlaps = sum(1 for a in a_calls for b in b_calls if a[2] < b[3] and b[2] < a[3])
@@ -160,5 +161,7 @@ async def test_pipeline_metrics_count_the_work(stack: Stack) -> None:
     moved = registry.get_sample_value(
         "memoryos_memory_transitions_total", {"transition": "stm_to_mtm"}
     )
-    assert ok_chain and ok_chain >= 10
-    assert moved and moved >= 7
+    assert ok_chain
+    assert ok_chain >= 10
+    assert moved
+    assert moved >= 7
