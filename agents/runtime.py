@@ -14,7 +14,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from faust.streams import _current_event
 from pydantic import BaseModel
@@ -40,6 +40,7 @@ class Consumed(Generic[Model]):
     topic: str
     partition: int
     offset: int
+    timestamp: float  # when the record was produced (seconds), to compare with tombstones
     event: Any  # faust EventT: kept so table writes find their source partition
 
 
@@ -87,6 +88,14 @@ def bind_event(consumed: Consumed[Any]) -> None:
         _current_event.set(weakref.ref(consumed.event))
 
 
+class Forgetting(Protocol):
+    """Deleted users: when each was deleted, and how to delete one again."""
+
+    async def tombstones(self, user_ids: Sequence[str]) -> dict[str, float]: ...
+
+    async def delete_user(self, user_id: str, at: float) -> dict[str, int]: ...
+
+
 class BatchRunner(Generic[Model]):
     def __init__(
         self,
@@ -95,9 +104,11 @@ class BatchRunner(Generic[Model]):
         dead_letters: DeadLetterSink,
         metrics: Metrics,
         max_attempts: int,
+        forgetting: Forgetting | None = None,
         retry_delay_s: float = 0.2,
     ) -> None:
         self.stage = stage
+        self.forgetting = forgetting
         self.model = model
         self.dead_letters = dead_letters
         self.metrics = metrics
@@ -135,6 +146,7 @@ class BatchRunner(Generic[Model]):
                     message.topic,
                     message.partition,
                     message.offset,
+                    float(message.timestamp or 0.0),
                     event,
                 )
             )
@@ -149,13 +161,35 @@ class BatchRunner(Generic[Model]):
         by_user: dict[str, list[Consumed[Model]]] = {}
         for item in items:
             by_user.setdefault(user_of(item.record), []).append(item)
-        await asyncio.gather(*(self._run_user(queue, handle) for queue in by_user.values()))
+        stones = await self._tombstones(list(by_user))
+        await asyncio.gather(
+            *(
+                self._run_user(user, queue, stones.get(user), handle)
+                for user, queue in by_user.items()
+            )
+        )
+
+    async def _tombstones(self, users: list[str]) -> dict[str, float]:
+        return await self.forgetting.tombstones(users) if self.forgetting and users else {}
 
     async def _run_user(
-        self, queue: list[Consumed[Model]], handle: Callable[[Consumed[Model]], Awaitable[None]]
+        self,
+        user_id: str,
+        queue: list[Consumed[Model]],
+        deleted_at: float | None,
+        handle: Callable[[Consumed[Model]], Awaitable[None]],
     ) -> None:
         for item in queue:
+            if deleted_at is not None and item.timestamp <= deleted_at:
+                # Accepted before the user was deleted: it must not bring them back.
+                self.metrics.events.labels(stage=self.stage, outcome="forgotten").inc()
+                continue
             await self.run_one(item, handle)
+        # A delete that landed while this user's events were in flight: delete again, so
+        # what they wrote after the first pass is gone too.
+        latest = (await self._tombstones([user_id])).get(user_id)
+        if self.forgetting and latest is not None and latest != deleted_at:
+            await self.forgetting.delete_user(user_id, latest)
 
     async def run_one(
         self, item: Consumed[Model], handle: Callable[[Consumed[Model]], Awaitable[None]]

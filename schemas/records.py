@@ -134,3 +134,11 @@ class PersonaJob(Record):
     user_id: str
     segment_id: str
     at: float
+
+
+class UserForgotten(Record):
+    """response service -> control agent: a user was deleted; drop their table entries."""
+
+    kind: Literal["forget"] = "forget"
+    user_id: str
+    at: float

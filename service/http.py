@@ -169,3 +169,7 @@ def _add_api_routes(app: FastAPI, service: MemoryService) -> None:
     @app.get("/v1/users/{user_id}/memory")
     async def get_memory(user_id: UserId) -> dict[str, Any]:
         return await service.get_memory(user_id)
+
+    @app.delete("/v1/users/{user_id}")
+    async def forget_user(user_id: UserId) -> dict[str, dict[str, int]]:
+        return {"deleted": await service.forget(user_id)}

@@ -20,9 +20,9 @@ from memory.retrieval import PageCandidate, rank_pages, rank_segments
 from memory.scoring import SegmentCandidate
 from memory.text import keyword_set, query_keywords
 from schemas.codec import dumps
-from schemas.records import Page, Persona, RetrievalHit
+from schemas.records import Page, Persona, RetrievalHit, UserForgotten
 from schemas.turn import TurnEvent
-from streams.app import RETRIEVALS, TURNS
+from streams.app import CONTROL, RETRIEVALS, TURNS
 from streams.ports import PromptMemory
 from streams.repository import HEAT_DOC, MTM
 
@@ -127,6 +127,17 @@ class MemoryService:
             "completion_tokens": answer.completion_tokens,
         }
         return answer.text, memory, usage
+
+    async def forget(self, user_id: str) -> dict[str, int]:
+        """Delete everything of one user: store points now, table entries via the control agent.
+
+        The tombstone the repository leaves makes every agent drop this user's events that
+        were accepted before now, so nothing in flight brings the user back.
+        """
+        deleted = await self.services.repo.delete_user(user_id, self.services.clock.now())
+        event = UserForgotten(user_id=user_id, at=self.services.clock.now())
+        await self.sink.send(CONTROL, user_key(user_id), dumps(event))
+        return deleted
 
     async def get_memory(self, user_id: str) -> dict[str, Any]:
         repo, now = self.services.repo, self.services.clock.now()

@@ -15,12 +15,13 @@ import faust
 
 from agents.chain import ChainAgent
 from agents.context import Services
+from agents.control import ControlAgent
 from agents.heat import HeatAgent, HeatEvent
 from agents.persona import PersonaAgent
 from agents.runtime import BatchRunner, DeadLetterSink
 from agents.segment import SegmentAgent
 from agents.stm import ShortTermAgent
-from schemas.records import EvictedPage, PageEvent, PersonaJob
+from schemas.records import EvictedPage, PageEvent, PersonaJob, UserForgotten
 from schemas.turn import TurnEvent
 from streams.settings import Settings
 
@@ -30,8 +31,9 @@ EVICTED = "memoryos.stm-evicted"
 SEGMENTS = "memoryos.segments"
 RETRIEVALS = "memoryos.retrievals"
 PERSONA = "memoryos.persona"
+CONTROL = "memoryos.control"
 DLQ = "memoryos.dlq"
-PIPELINE_TOPICS = (TURNS, PAGES, EVICTED, SEGMENTS, RETRIEVALS, PERSONA)
+PIPELINE_TOPICS = (TURNS, PAGES, EVICTED, SEGMENTS, RETRIEVALS, PERSONA, CONTROL)
 
 
 class BatchProcessor(Protocol):
@@ -76,7 +78,14 @@ def create_app(settings: Settings, services: Services, broker_url: str) -> Memor
     dead_letters = DeadLetterSink(topics[DLQ].send, services.metrics)
 
     def runner(stage: str, model: type[Any]) -> BatchRunner[Any]:
-        return BatchRunner(stage, model, dead_letters, services.metrics, settings.dlq_max_attempts)
+        return BatchRunner(
+            stage,
+            model,
+            dead_letters,
+            services.metrics,
+            settings.dlq_max_attempts,
+            forgetting=None if stage == "control" else services.repo,
+        )
 
     def table(name: str) -> Any:
         return app.Table(
@@ -96,6 +105,8 @@ def create_app(settings: Settings, services: Services, broker_url: str) -> Memor
     segment = SegmentAgent(services, topics[SEGMENTS].send, runner("segment", EvictedPage))
     heat = HeatAgent(services, table("mtm-heat"), topics[PERSONA].send, runner("heat", HeatEvent))
     persona = PersonaAgent(services, runner("persona", PersonaJob))
+    tables = [chain.tails, stm.windows, heat.states]
+    control = ControlAgent(tables, runner("control", UserForgotten))
 
     _attach(app, topics[TURNS], chain, settings)
     _attach(app, topics[PAGES], stm, settings)
@@ -114,6 +125,7 @@ def create_app(settings: Settings, services: Services, broker_url: str) -> Memor
         settings,
     )
     _attach(app, topics[PERSONA], persona, settings)
+    _attach(app, topics[CONTROL], control, settings)
     return MemoryApp(app, topics, settings)
 
 

@@ -30,6 +30,7 @@ STM = "stm"
 MTM = "mtm"
 HEAT_DOC = "heat"
 PERSONA_DOC = "persona"
+TOMBSTONE_DOC = "tombstone"
 FACT_COLLECTIONS = {"user_knowledge": USER_KNOWLEDGE, "agent_traits": AGENT_TRAITS}
 
 
@@ -197,8 +198,23 @@ class MemoryRepository:
             "agent_traits": await self.store.count(AGENT_TRAITS, user_id),
         }
 
-    async def delete_user(self, user_id: str) -> dict[str, int]:
+    async def delete_user(self, user_id: str, at: float) -> dict[str, int]:
+        """Delete every point of the user, then leave a tombstone dated ``at``.
+
+        The tombstone tells the agents to drop events of this user produced before ``at``
+        (accepted before the delete), so they cannot bring the user back.
+        """
         counts = await self.count_user(user_id)
+        await self.purge_user(user_id)
+        await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at})
+        return counts
+
+    async def purge_user(self, user_id: str) -> None:
         for collection in (PAGES, SEGMENTS, USER_KNOWLEDGE, AGENT_TRAITS, PERSONAS):
             await self.store.delete_user(collection, user_id)
-        return counts
+
+    async def tombstones(self, user_ids: Sequence[str]) -> dict[str, float]:
+        """When each of these users was last deleted (users never deleted are absent)."""
+        point_ids = {ids.point_id(user, "doc", TOMBSTONE_DOC): user for user in user_ids}
+        points = await self.store.retrieve(PERSONAS, list(point_ids))
+        return {point_ids[point.id]: float(point.payload["data"]["deleted_at"]) for point in points}

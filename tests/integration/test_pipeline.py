@@ -165,3 +165,32 @@ async def test_pipeline_metrics_count_the_work(stack: Stack) -> None:
     assert ok_chain >= 10
     assert moved
     assert moved >= 7
+
+
+async def test_forgetting_a_user_leaves_nothing_and_in_flight_turns_do_not_return(
+    stack: Stack,
+) -> None:
+    assert stack.services is not None
+    assert stack.memory_app is not None
+    await service(stack).add_turns(make_turns("leaver", HIKING[:6]))
+    assert await stack.wait_idle(120)
+    assert pages_of(await service(stack).get_memory("leaver"))
+    # Accepted just before the delete: still in flight when it happens.
+    await service(stack).add_turns(make_turns("leaver", HIKING[6:], prefix="late"))
+    deleted = await service(stack).forget("leaver")
+    assert deleted["short_term"] + deleted["mid_term_pages"] >= 6
+    assert await stack.wait_idle(120)
+    assert await stack.services.repo.count_user("leaver") == dict.fromkeys(deleted, 0)
+    memory = await service(stack).get_memory("leaver")
+    assert memory["short_term"] == []
+    assert memory["mid_term"] == []
+    assert memory["persona"]["user_knowledge"] == []
+    tables = stack.memory_app.app.tables
+    for name in ("chain-tails", "stm-windows", "mtm-heat"):
+        assert "leaver" not in tables[name], f"{name} still holds the user"
+    # The user may come back: turns accepted after the delete are remembered afresh.
+    await service(stack).add_turns(make_turns("leaver", HIKING[:1], prefix="new"))
+    assert await stack.wait_idle(120)
+    memory = await service(stack).get_memory("leaver")
+    assert [p["turn_id"] for p in memory["short_term"]] == ["new000"]
+    assert memory["short_term"][0]["chain"]["prev"] is None

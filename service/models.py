@@ -1,0 +1,146 @@
+"""Response bodies of the HTTP API, so the OpenAPI spec describes every reply exactly.
+
+The routes return plain dicts built by MemoryService; FastAPI validates them against these
+models on the way out, so a field added to the service without a field here is dropped, and
+a field of the wrong type is a server error caught by the schema tests, never a silent change
+of the published contract.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ErrorBody(Body):
+    """Every 4xx (and 5xx) reply: what went wrong and, for bad input, which field."""
+
+    error: str = Field(description="a readable message")
+    field: str | None = Field(None, description="the offending field (e.g. query, user_id)")
+
+
+class ChainOut(Body):
+    prev: str | None = Field(description="page id of the previous page in the dialogue chain")
+    next: str | None = Field(description="page id of the next page in the dialogue chain")
+    summary: str = Field(description="the chain's running summary (paper: meta^chain)")
+
+
+class PageOut(Body):
+    """A dialogue page {Q, R, T, meta^chain}."""
+
+    page_id: str
+    turn_id: str
+    query: str
+    response: str
+    timestamp: datetime
+    meta: dict[str, Any] = Field(description="the turn's meta, as ingested")
+    chain: ChainOut
+
+
+class MidTermPage(PageOut):
+    segment_id: str = Field(description="the mid-term segment the page was found in")
+    score: float = Field(description="semantic similarity of the page to the query")
+
+
+class TraitOut(Body):
+    level: Literal["High", "Medium", "Low"]
+    reason: str = ""
+
+
+class Scored(Body):
+    text: str
+    score: float
+
+
+class TurnAccepted(Body):
+    turn_id: str = Field(description="the turn's id (generated when not given)")
+
+
+class BatchItem(Body):
+    index: int = Field(description="position of the item in the request")
+    turn_id: str | None = Field(None, description="set when the item was accepted")
+    error: str | None = Field(None, description="set when the item was rejected: why")
+
+
+class BatchAccepted(Body):
+    accepted: int = Field(description="how many items went to memoryos.turns")
+    results: list[BatchItem] = Field(description="one result per item, in request order")
+
+
+class RetrieveResponse(Body):
+    short_term: list[PageOut] = Field(description="every STM page, oldest first")
+    mid_term: list[MidTermPage] = Field(description="top pages of the best-matching segments")
+    user_profile: dict[str, Any]
+    user_traits: dict[str, TraitOut]
+    user_knowledge: list[Scored]
+    agent_traits: list[Scored]
+
+
+class Usage(Body):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class RespondResponse(Body):
+    response: str = Field(description="the assistant's answer")
+    memory: RetrieveResponse = Field(description="the memory the answer was built from")
+    usage: Usage
+
+
+class SegmentOut(Body):
+    segment_id: str
+    summary: str
+    keywords: list[str]
+    n_visit: int
+    l_interaction: int
+    last_access: datetime
+    heat: float
+    pages: list[PageOut]
+
+
+class PersonaOut(Body):
+    profile: dict[str, Any]
+    traits: dict[str, TraitOut]
+    user_knowledge: list[str]
+    agent_traits: list[str]
+
+
+class MemoryResponse(Body):
+    user_id: str
+    short_term: list[PageOut]
+    mid_term: list[SegmentOut]
+    persona: PersonaOut
+
+
+class DeletedCounts(Body):
+    short_term: int
+    mid_term_pages: int
+    segments: int
+    user_knowledge: int
+    agent_traits: int
+
+
+class Deleted(Body):
+    deleted: DeletedCounts = Field(description="how many records of each kind were removed")
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` entries for error statuses, all with the ErrorBody shape."""
+    described = {
+        400: "malformed JSON",
+        401: "missing or invalid bearer token",
+        404: "no such route",
+        413: "body larger than MEMORYOS_MAX_BODY_BYTES",
+        422: "invalid input; `field` names it",
+        503: "a backend (LLM, embedder, store or broker) failed; retry later",
+    }
+    return {
+        status: {"model": ErrorBody, "description": described.get(status, "error")}
+        for status in statuses
+    }
