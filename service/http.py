@@ -8,21 +8,33 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import uuid4
 
-from fastapi import Body, FastAPI, Path, Request
+import orjson
+from fastapi import Body, FastAPI, HTTPException, Path, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from schemas.codec import describe
-from schemas.turn import ID_PATTERN, TurnEvent
+from schemas.turn import ID_PATTERN, MAX_TEXT_CHARS, TurnEvent
 from service.memory import MemoryService
-from streams.errors import InvalidEvent
+from service.models import (
+    BatchAccepted,
+    Deleted,
+    MemoryResponse,
+    RespondResponse,
+    RetrieveResponse,
+    TurnAccepted,
+    error_responses,
+)
+from streams.errors import InvalidEvent, MemoryOSError, NotFound
 from streams.metrics import Metrics
 from streams.settings import Settings
 
@@ -30,22 +42,99 @@ UserId = Annotated[str, Path(pattern=ID_PATTERN, max_length=128, description="th
 HealthCheck = Callable[[], Awaitable[dict[str, Any]]]
 
 
+def _unicode(value: str) -> str:
+    """Lone surrogates (legal in JSON escapes) cannot be encoded downstream: refuse them here."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from None
+    return value
+
+
+Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS), AfterValidator(_unicode)]
+Id = Annotated[str, Field(pattern=ID_PATTERN, max_length=128)]
+
+
 class TurnIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    query: str = Field(max_length=16_000)
-    response: str = Field(max_length=16_000)
+    query: Text
+    response: Text
     timestamp: datetime | None = None
-    turn_id: str | None = Field(None, pattern=ID_PATTERN, max_length=128)
-    assistant_id: str | None = Field(None, pattern=ID_PATTERN, max_length=128)
-    channel: str | None = Field(None, max_length=64)
+    turn_id: Id | None = None
+    assistant_id: Id | None = None
+    channel: Annotated[str, Field(max_length=64), AfterValidator(_unicode)] | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("meta")
+    @classmethod
+    def _meta_json(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            orjson.dumps(value)
+        except orjson.JSONEncodeError as exc:  # 64-bit overflow, lone surrogates, nesting
+            raise ValueError(f"cannot be stored as JSON: {exc}") from None
+        return value
+
+
+class BatchTurnIn(TurnIn):
+    """One item of POST /v1/turns (documentation only: items are validated one by one)."""
+
+    user_id: Id
 
 
 class QueryIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    query: str = Field(min_length=1, max_length=16_000)
-    assistant_id: str | None = Field(None, pattern=ID_PATTERN, max_length=128)
+    query: Annotated[Text, Field(min_length=1)]
+    assistant_id: Id | None = None
     top_k: int | None = Field(None, ge=1, le=100)
+
+
+class RespondIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: Annotated[Text, Field(min_length=1)]
+    assistant_id: Id | None = None
+
+
+class BodyTooLarge(HTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"body is larger than {limit} bytes")
+
+
+class BodyLimit:
+    """413 for a body over the limit, declared (Content-Length) or streamed (chunked)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.limit:
+            response = _error(413, f"body is {int(length)} bytes; at most {self.limit}")
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _authorized(header: str, keys: list[str]) -> bool:
+    scheme, _, token = header.strip().partition(" ")
+    supplied = token.strip().encode("latin-1")  # how the header arrived on the wire
+    return scheme.lower() == "bearer" and any(
+        hmac.compare_digest(supplied, key.encode()) for key in keys
+    )
 
 
 def _turn(user_id: str, body: dict[str, Any]) -> TurnEvent:
@@ -70,19 +159,17 @@ def create_http_app(
     """The HTTP app; ``api=False`` (a worker) serves only health and metrics."""
     app = FastAPI(title="MemoryOS Streams", version="0.1.0")
     keys = settings.api_key_list
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # inside `guard`: auth first
 
     @app.middleware("http")
     async def guard(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > settings.max_body_bytes:
-            return _error(413, f"body is {length} bytes; at most {settings.max_body_bytes}")
-        if keys and request.url.path.startswith("/v1"):
-            supplied = request.headers.get("authorization", "")
-            token = supplied.removeprefix("Bearer ").strip()
-            if not any(hmac.compare_digest(token, key) for key in keys):
-                return _error(401, "missing or invalid bearer token (Authorization: Bearer <key>)")
+        authorization = request.headers.get("authorization", "")
+        if keys and request.url.path.startswith("/v1") and not _authorized(authorization, keys):
+            denied = _error(401, "missing or invalid bearer token (Authorization: Bearer <key>)")
+            denied.headers["WWW-Authenticate"] = "Bearer"
+            return denied
         started = time.perf_counter()
         response = await call_next(request)
         route = request.scope.get("route")
@@ -92,35 +179,97 @@ def create_http_app(
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"] if p != "body") or "body"
-        status = 400 if first.get("type") == "json_invalid" else 422
-        return _error(status, f"{field}: {first['msg']}", field)
+        return _invalid(exc.errors())
 
     @app.exception_handler(InvalidEvent)
     async def invalid_event(_: Request, exc: InvalidEvent) -> JSONResponse:
         return _error(422, str(exc), exc.field)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        response = _error(exc.status_code, str(exc.detail))
+        response.headers.update(exc.headers or {})
+        return response
+
+    @app.exception_handler(NotFound)
+    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(MemoryOSError)
+    async def backend_failed(_: Request, exc: MemoryOSError) -> JSONResponse:
+        return _error(503, f"{type(exc).__name__}: {exc}")
+
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
         return await health()
 
-    @app.get("/readyz")
+    @app.get("/readyz", responses={503: {"description": "not ready yet"}})
     async def readyz() -> JSONResponse:
         status = await ready()
         return JSONResponse(status, status_code=200 if status.get("ready") else 503)
 
-    @app.get("/metrics")
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
     async def metrics_endpoint() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     if api:
         _add_api_routes(app, service)
+        if keys:
+            _declare_bearer(app)
     return app
 
 
+def _invalid(errors: Sequence[Any]) -> JSONResponse:
+    """400 for JSON that does not parse, else 422 naming the first offending field."""
+    if not errors:
+        return _error(422, "invalid request", "body")
+    first = errors[0]
+    if first.get("type") == "json_invalid":
+        reason = first.get("ctx", {}).get("error", "JSON decode error")
+        position = first["loc"][-1]
+        return _error(400, f"body is not valid JSON: {reason} (at character {position})", "body")
+    loc = [str(part) for part in first["loc"]]
+    if len(loc) > 1 and loc[0] in ("body", "path", "query", "header"):
+        loc = loc[1:]
+    field = ".".join(loc) or "body"
+    return _error(422, f"{field}: {first['msg']}", field)
+
+
+def _declare_bearer(app: FastAPI) -> None:
+    """Put the bearer scheme in the OpenAPI spec, for every /v1 operation."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = build()
+            spec.setdefault("components", {})["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer"}
+            }
+            for path, operations in spec["paths"].items():
+                if path.startswith("/v1"):
+                    for operation in operations.values():
+                        operation["security"] = [{"bearer": []}]
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+INPUT_ERRORS = error_responses(400, 401, 413, 422)
+READ_ERRORS = error_responses(401, 422, 503)
+
+
 def _add_api_routes(app: FastAPI, service: MemoryService) -> None:
-    @app.post("/v1/users/{user_id}/turns", status_code=202)
+    @app.post(
+        "/v1/users/{user_id}/turns",
+        status_code=202,
+        response_model=TurnAccepted,
+        responses=INPUT_ERRORS | error_responses(503),
+    )
     async def add_turn(user_id: UserId, turn: TurnIn) -> dict[str, str]:
         try:
             event = _turn(user_id, turn.model_dump())
@@ -130,12 +279,20 @@ def _add_api_routes(app: FastAPI, service: MemoryService) -> None:
         [turn_id] = await service.add_turns([event])
         return {"turn_id": turn_id}
 
-    @app.post("/v1/turns", status_code=202)
-    async def add_turns(items: Annotated[list[dict[str, Any]], Body(max_length=1000)]) -> Any:
+    @app.post(
+        "/v1/turns",
+        status_code=202,
+        response_model=BatchAccepted,
+        responses=INPUT_ERRORS | error_responses(503),
+        openapi_extra={"requestBody": _batch_body()},
+    )
+    async def add_turns(items: Annotated[list[Any], Body(max_length=1000)]) -> Any:
         results: list[dict[str, Any]] = []
         accepted = []
         for index, item in enumerate(items):
             try:
+                if not isinstance(item, dict):
+                    raise InvalidEvent(f"expected a JSON object, got {_json_type(item)}")
                 user_id = item.get("user_id")
                 if not isinstance(user_id, str):
                     raise InvalidEvent("user_id: required string", field="user_id")
@@ -152,24 +309,48 @@ def _add_api_routes(app: FastAPI, service: MemoryService) -> None:
         await service.add_turns(accepted)
         return {"accepted": len(accepted), "results": results}
 
-    @app.post("/v1/users/{user_id}/retrieve")
+    @app.post(
+        "/v1/users/{user_id}/retrieve",
+        response_model=RetrieveResponse,
+        responses=INPUT_ERRORS | error_responses(503),
+    )
     async def retrieve(user_id: UserId, body: QueryIn) -> dict[str, Any]:
         memory = await service.retrieve(user_id, body.query, body.top_k)
         return memory.to_json()
 
-    @app.post("/v1/users/{user_id}/respond")
-    async def respond(user_id: UserId, body: QueryIn) -> dict[str, Any]:
+    @app.post(
+        "/v1/users/{user_id}/respond",
+        response_model=RespondResponse,
+        responses=INPUT_ERRORS | error_responses(503),
+    )
+    async def respond(user_id: UserId, body: RespondIn) -> dict[str, Any]:
         text, memory, usage = await service.respond(user_id, body.query)
+        stored = text[:MAX_TEXT_CHARS]  # a long answer is kept in full in the reply only
         event = _turn(
-            user_id, {"query": body.query, "response": text, "assistant_id": body.assistant_id}
+            user_id, {"query": body.query, "response": stored, "assistant_id": body.assistant_id}
         )
         await service.add_turns([event])
         return {"response": text, "memory": memory.to_json(), "usage": usage}
 
-    @app.get("/v1/users/{user_id}/memory")
+    @app.get("/v1/users/{user_id}/memory", response_model=MemoryResponse, responses=READ_ERRORS)
     async def get_memory(user_id: UserId) -> dict[str, Any]:
         return await service.get_memory(user_id)
 
-    @app.delete("/v1/users/{user_id}")
+    @app.delete("/v1/users/{user_id}", response_model=Deleted, responses=READ_ERRORS)
     async def forget_user(user_id: UserId) -> dict[str, dict[str, int]]:
         return {"deleted": await service.forget(user_id)}
+
+
+def _json_type(value: Any) -> str:
+    names = {str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    if value is None:
+        return "null"
+    return "an array" if isinstance(value, list) else names.get(type(value), type(value).__name__)
+
+
+def _batch_body() -> dict[str, Any]:
+    """The documented body of POST /v1/turns; items are checked one by one, not all-or-nothing."""
+    item = BatchTurnIn.model_json_schema()
+    item["title"] = "BatchTurnIn"
+    schema = {"type": "array", "maxItems": 1000, "items": item}
+    return {"required": True, "content": {"application/json": {"schema": schema}}}

@@ -59,7 +59,7 @@ def create_app(settings: Settings, services: Services, broker_url: str) -> Memor
         store="memory://",
         web_enabled=False,  # our own HTTP server serves health and metrics; no /table endpoint
         topic_partitions=settings.topic_partitions,
-        topic_replication_factor=1,
+        topic_replication_factor=settings.topic_replication_factor,
         producer_acks=-1,
         consumer_auto_offset_reset="earliest",
         broker_session_timeout=settings.consumer_session_timeout_s,

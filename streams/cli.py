@@ -111,14 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for noisy in ("faust", "mode", "aiokafka", "httpx", "sentence_transformers"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         settings = _settings(args)
+        logging.basicConfig(
+            level=logging.DEBUG if args.verbose else settings.log_level,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        for noisy in ("faust", "mode", "aiokafka", "httpx", "sentence_transformers"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
         code: int = args.handler(args, settings)
         return code
     except MemoryOSError as exc:

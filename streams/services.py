@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from agents.context import Services
 from streams.embedders import build_embedder
+from streams.instrumented import (
+    InstrumentedEmbedder,
+    InstrumentedLLM,
+    InstrumentedStore,
+    token_recorder,
+)
 from streams.llm import build_llm
 from streams.metrics import Metrics
 from streams.ports import Clock, SystemClock
@@ -15,17 +21,19 @@ from streams.stores import build_store
 async def build_services(
     settings: Settings, metrics: Metrics | None = None, clock: Clock | None = None
 ) -> Services:
-    embedder = build_embedder(settings)
-    store = build_store(settings)
+    metrics = metrics or Metrics()
+    embedder = InstrumentedEmbedder(build_embedder(settings), metrics)
+    store = InstrumentedStore(build_store(settings), metrics)
     await store.ensure_collections(embedder.dim)
+    llm = build_llm(settings, embedder, on_tokens=token_recorder(metrics))
     return Services(
         settings=settings,
-        llm=build_llm(settings, embedder),
+        llm=InstrumentedLLM(llm, metrics),
         embedder=embedder,
         store=store,
         repo=MemoryRepository(store),
         clock=clock or SystemClock(),
-        metrics=metrics or Metrics(),
+        metrics=metrics,
     )
 
 

@@ -82,6 +82,15 @@ class Settings(BaseSettings):
     )
     broker_port: int = Field(9092, ge=1, le=65535, description="embedded broker port")
     topic_partitions: int = Field(4, ge=1, le=1024, description="partitions per topic")
+    topic_replication_factor: int = Field(
+        1, ge=1, le=16, description="replicas per topic (3 on a production Kafka cluster)"
+    )
+    drain_timeout_s: float = Field(
+        30.0, ge=0.0, description="on stop, how long to wait for work in flight to finish"
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="log level of the memoryos processes"
+    )
     batch_size: int = Field(64, ge=1, le=10_000, description="events an agent takes at once")
     batch_timeout_s: float = Field(0.05, gt=0.0, description="longest wait to fill a batch")
     dlq_max_attempts: int = Field(3, ge=1, le=100, description="tries before dead-lettering")

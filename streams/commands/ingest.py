@@ -36,10 +36,13 @@ def read_turns(path: Path) -> tuple[list[TurnEvent], list[tuple[int, str]]]:
 
 
 async def send_turns(bootstrap: str, turns: list[TurnEvent]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    # No idempotent producer: Tansu does not implement InitProducerId; replays are harmless
+    # anyway, because every stage de-duplicates by deterministic ids.
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     try:
         await producer.start()
     except Exception as exc:
+        await producer.stop()
         raise BrokerError(f"cannot reach the broker at {bootstrap}: {exc}") from exc
     try:
         sends = [

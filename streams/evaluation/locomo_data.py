@@ -7,6 +7,7 @@ itself is read in place and never copied into the project.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import string
@@ -14,6 +15,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from memory.text import stem
@@ -46,6 +48,44 @@ class Question:
     text: str
     answer: str | None  # None for adversarial questions (they carry adversarial_answer)
     evidence: tuple[str, ...]  # sanitised dia_ids, in order, without repeats
+
+
+@dataclass
+class Sample:
+    sample_id: str
+    user_id: str
+    sessions: list[list[TurnEvent]]
+    questions: list[Question]
+
+    @property
+    def turns(self) -> list[TurnEvent]:
+        return [turn for session in self.sessions for turn in session]
+
+
+def load_samples(path: Path, wanted: Sequence[str] | None = None) -> list[Sample]:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidEvent(f"cannot read LoCoMo data {path}: {exc}", field="data") from exc
+    if not isinstance(raw, list):
+        raise InvalidEvent(f"{path}: expected a JSON list of samples", field="data")
+    try:
+        by_id = {str(sample["sample_id"]): sample for sample in raw}
+    except (KeyError, TypeError) as exc:
+        raise InvalidEvent(f"{path}: a sample without sample_id", field="sample_id") from exc
+    missing = [sample_id for sample_id in wanted or [] if sample_id not in by_id]
+    if missing:
+        raise InvalidEvent(f"{path} has no sample {', '.join(missing)}", field="samples")
+    chosen = [by_id[sample_id] for sample_id in wanted] if wanted else raw
+    return [
+        Sample(
+            sample_id=str(sample["sample_id"]),
+            user_id=user_id_of(str(sample["sample_id"])),
+            sessions=sample_sessions(sample),
+            questions=questions_of(sample),
+        )
+        for sample in chosen
+    ]
 
 
 # --- identifiers and dates ---

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from streams.ports import LLM, Embedder
 from streams.settings import Settings
 
 
-def build_llm(settings: Settings, embedder: Embedder | None = None) -> LLM:
+def build_llm(
+    settings: Settings,
+    embedder: Embedder | None = None,
+    on_tokens: Callable[[str, int, int], None] | None = None,
+) -> LLM:
     """The backend ``settings.llm`` names.
 
     ``embedder`` lets the offline backend (and the OpenAI backend's offline fallback) compare
@@ -15,7 +21,7 @@ def build_llm(settings: Settings, embedder: Embedder | None = None) -> LLM:
     if settings.llm == "openai":
         from streams.llm.openai_llm import OpenAILLM  # the openai client is slow to import
 
-        return OpenAILLM(settings, embedder=embedder)
+        return OpenAILLM(settings, embedder=embedder, on_tokens=on_tokens)
     from streams.llm.offline_llm import OfflineLLM
 
     return OfflineLLM(embedder)

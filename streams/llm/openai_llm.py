@@ -46,8 +46,10 @@ class OpenAILLM:
         embedder: Embedder | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        on_tokens: Callable[[str, int, int], None] | None = None,
     ) -> None:
         self._model = settings.llm_model
+        self._on_tokens = on_tokens
         self._client = client or openai_client(settings)
         self._policy = RetryPolicy.from_settings(settings)
         self._in_flight = asyncio.Semaphore(settings.llm_max_in_flight)
@@ -194,6 +196,8 @@ class OpenAILLM:
         for counter in (usage, spent):
             counter.prompt_tokens += prompt_tokens
             counter.completion_tokens += completion_tokens
+        if self._on_tokens is not None:
+            self._on_tokens(task, prompt_tokens, completion_tokens)
         text = completion.choices[0].message.content if completion.choices else None
         return text or ""
 

@@ -1,0 +1,127 @@
+"""`memoryos mcp`: the memory service's HTTP API as MCP tools, for any agent framework.
+
+An MCP server (the official SDK's MCPServer, formerly FastMCP) over stdio or streamable HTTP.
+It holds no memory itself: every tool is one call to a running memory service (`memoryos up`
+or `memoryos serve`) at ``--url``, with the first of MEMORYOS_API_KEYS as its bearer key. A
+reply of 4xx/5xx, or no reply, becomes a tool error carrying the service's message.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import httpx
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from streams.settings import Settings
+
+TIMEOUT = httpx.Timeout(120.0, connect=5.0)  # respond waits for the LLM
+INSTRUCTIONS = (
+    "Long-term memory (MemoryOS) for conversations, per user id. After each exchange call "
+    "add_turn; before answering call retrieve_memory (or let respond answer with memory). "
+    "get_memory shows everything stored for a user; forget_user deletes it."
+)
+UserId = Annotated[str, Field(description="whose memory (letters, digits, . _ : @ -)")]
+Query = Annotated[str, Field(description="the user's message")]
+
+
+class MemoryAPI:
+    """The few HTTP calls the tools make; errors become ToolError with the service's reason."""
+
+    def __init__(self, url: str, api_key: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def call(
+        self, method: str, user_id: str, path: str = "", body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        url = f"{self.url}/v1/users/{quote(user_id, safe='')}{path}"
+        try:
+            async with httpx.AsyncClient(headers=self.headers, timeout=TIMEOUT) as client:
+                reply = await client.request(method, url, json=body)
+        except httpx.HTTPError as exc:
+            raise ToolError(f"cannot reach the memory service at {self.url}: {exc!r}") from None
+        if reply.status_code >= 400:
+            raise ToolError(f"memory service answered {reply.status_code}: {_reason(reply)}")
+        data: dict[str, Any] = reply.json()
+        return data
+
+
+def _reason(reply: httpx.Response) -> str:
+    try:
+        body = reply.json()
+    except ValueError:
+        return reply.text[:500] or reply.reason_phrase
+    if isinstance(body, dict) and "error" in body:
+        field = body.get("field")
+        return f"{body['error']}" + (f" (field: {field})" if field else "")
+    return str(body)[:500]
+
+
+def _present(**values: Any) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def build_server(url: str, api_key: str | None = None) -> MCPServer:
+    """The MCP server with its five tools, calling the memory service at ``url``."""
+    api = MemoryAPI(url, api_key)
+    server: MCPServer = MCPServer("memoryos", instructions=INSTRUCTIONS, version="0.1.0")
+
+    @server.tool()
+    async def add_turn(
+        user_id: UserId,
+        query: Query,
+        response: Annotated[str, Field(description="the assistant's reply")],
+        timestamp: Annotated[str | None, Field(description="ISO 8601; default now")] = None,
+        meta: Annotated[dict[str, Any] | None, Field(description="kept with the turn")] = None,
+    ) -> dict[str, Any]:
+        """Store one dialogue turn (the user's query and the assistant's response) in the
+        user's memory. timestamp: ISO 8601 (default now); meta: any JSON object kept with the
+        turn. Returns {"turn_id"}; the turn shows up in short-term memory moments later."""
+        body = _present(query=query, response=response, timestamp=timestamp, meta=meta)
+        return await api.call("POST", user_id, "/turns", body)
+
+    @server.tool()
+    async def retrieve_memory(
+        user_id: UserId,
+        query: Query,
+        top_k: Annotated[int | None, Field(description="mid-term pages, 1-100")] = None,
+    ) -> dict[str, Any]:
+        """Memory relevant to a query, without calling the LLM: short_term (recent pages),
+        mid_term (best pages of the best-matching topic segments, with scores), user_profile,
+        user_traits, user_knowledge and agent_traits (facts with scores). top_k: how many
+        mid-term pages (default 10)."""
+        return await api.call("POST", user_id, "/retrieve", _present(query=query, top_k=top_k))
+
+    @server.tool()
+    async def respond(user_id: UserId, query: Query) -> dict[str, Any]:
+        """Answer the user's query with the service's LLM and the user's memory. Returns
+        {"response", "memory", "usage"}; the new turn is stored in memory."""
+        return await api.call("POST", user_id, "/respond", {"query": query})
+
+    @server.tool()
+    async def get_memory(user_id: UserId) -> dict[str, Any]:
+        """Everything stored for a user: short-term pages, mid-term segments (summary,
+        keywords, heat, pages) and the persona (profile, traits, knowledge, agent traits)."""
+        return await api.call("GET", user_id, "/memory")
+
+    @server.tool()
+    async def forget_user(user_id: UserId) -> dict[str, Any]:
+        """Delete all memory of a user. Returns how many records of each kind were deleted."""
+        return await api.call("DELETE", user_id)
+
+    return server
+
+
+def main(args: argparse.Namespace, settings: Settings) -> int:
+    keys = settings.api_key_list
+    server = build_server(args.url, keys[0] if keys else None)
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=settings.host, port=args.mcp_port)
+    return 0
