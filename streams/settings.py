@@ -107,8 +107,6 @@ class Settings(BaseSettings):
     port: int = Field(8080, ge=0, le=65535, description="HTTP port")
     api_keys: str = Field("", description="comma-separated bearer keys; empty: no auth")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="largest HTTP body accepted")
-    max_text_chars: int = Field(16_000, ge=1, description="longest query or response")
-    max_meta_bytes: int = Field(16_384, ge=2, description="largest meta object, as JSON")
 
     @field_validator("broker_url")
     @classmethod

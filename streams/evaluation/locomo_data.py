@@ -1,6 +1,6 @@
 """LoCoMo parsing and scoring: turns from sessions, questions with evidence, recall, F1, BLEU-1.
 
-Pure functions, no I/O: ``streams.evaluation.locomo`` runs them against the real pipeline.
+No pipeline here: ``streams.evaluation.locomo`` runs these against the real one.
 The data format is described in the benchmark's repository (snap-research/LoCoMo); the file
 itself is read in place and never copied into the project.
 """
@@ -77,15 +77,20 @@ def load_samples(path: Path, wanted: Sequence[str] | None = None) -> list[Sample
     if missing:
         raise InvalidEvent(f"{path} has no sample {', '.join(missing)}", field="samples")
     chosen = [by_id[sample_id] for sample_id in wanted] if wanted else raw
-    return [
-        Sample(
-            sample_id=str(sample["sample_id"]),
-            user_id=user_id_of(str(sample["sample_id"])),
+    return [_sample(path, sample) for sample in chosen]
+
+
+def _sample(path: Path, sample: Mapping[str, Any]) -> Sample:
+    sample_id = str(sample["sample_id"])
+    try:
+        return Sample(
+            sample_id=sample_id,
+            user_id=user_id_of(sample_id),
             sessions=sample_sessions(sample),
             questions=questions_of(sample),
         )
-        for sample in chosen
-    ]
+    except (KeyError, TypeError, ValueError) as exc:  # a field missing or of the wrong type
+        raise InvalidEvent(f"{path}: sample {sample_id} is malformed: {exc!r}") from exc
 
 
 # --- identifiers and dates ---
@@ -113,7 +118,10 @@ def parse_session_time(text: str) -> datetime:
     if match.group(3).lower() == "p":
         hour += 12
     day, year = int(match.group(4)), int(match.group(6))
-    return datetime(year, month, day, hour, minute, tzinfo=UTC)
+    try:
+        return datetime(year, month, day, hour, minute, tzinfo=UTC)
+    except ValueError as exc:  # 30 February, minute 75
+        raise InvalidEvent(f"not a date: {text!r} ({exc})", field="session_date_time") from exc
 
 
 # --- turns ---
