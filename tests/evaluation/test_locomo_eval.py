@@ -117,7 +117,15 @@ def test_session_times_parse(text: str, expected: datetime) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "8 May 2023", "1:56 pm on 8 Mai, 2023", "25:00 on 1 May, 2023"]
+    "text",
+    [
+        "",
+        "8 May 2023",
+        "1:56 pm on 8 Mai, 2023",
+        "1:56 pm on 30 February, 2023",
+        "13:56 pm on 8 May, 2023",
+        "25:00 on 1 May, 2023",
+    ],
 )
 def test_bad_session_times_are_refused(text: str) -> None:
     with pytest.raises(InvalidEvent):
@@ -129,6 +137,20 @@ def test_a_stranger_speaking_is_refused() -> None:
     sample["conversation"]["session_2"][0]["speaker"] = "Eve"
     with pytest.raises(InvalidEvent, match="Eve"):
         data.sample_sessions(sample)
+
+
+def test_samples_load_by_id_and_refuse_what_is_missing(tmp_path: Path) -> None:
+    source = tmp_path / "tiny.json"
+    source.write_text(json.dumps([tiny_sample()]))
+    (sample,) = data.load_samples(source, ["conv 1"])
+    assert (sample.sample_id, sample.user_id, len(sample.turns)) == ("conv 1", "locomo-conv-1", 12)
+    with pytest.raises(InvalidEvent, match="conv-99"):
+        data.load_samples(source, ["conv-99"])
+    broken = tiny_sample()
+    del broken["conversation"]["speaker_b"]
+    source.write_text(json.dumps([broken]))
+    with pytest.raises(InvalidEvent, match="malformed"):
+        data.load_samples(source)
 
 
 # --- questions and evidence ---

@@ -1,0 +1,60 @@
+"""`memoryos doctor` tells the truth about each backend: the default embedded set-up, a working
+OpenAI-compatible endpoint and a failing one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from streams.broker import EmbeddedBroker, free_port
+from streams.cli import main
+from streams.commands.doctor import diagnose
+from streams.settings import load_settings
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.fixtures import settings_for
+from tests.support.openai_payloads import Fault
+
+
+async def test_default_embedded_configuration_passes(tmp_path: Path) -> None:
+    report = await diagnose(load_settings(data_dir=tmp_path), broker=None)
+    assert report["llm"] == report["llm"] | {"backend": "offline", "ok": True}
+    assert report["embedder"]["ok"] is True
+    assert report["embedder"]["dim"] == 384
+    assert report["store"]["ok"] is True
+    assert report["broker"]["ok"] is None
+
+
+async def test_working_openai_endpoint_passes(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    settings = settings_for(fake_openai, data_dir=tmp_path, embedding_dim=384)
+    report = await diagnose(settings, broker=None)
+    assert report["llm"]["ok"] is True, report
+    assert report["embedder"]["ok"] is True, report
+    assert fake_openai.calls("continuity"), "the LLM was really called"
+
+
+async def test_failing_openai_endpoint_fails_with_a_reason(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.inject(*[Fault.server_error(500)] * 20)
+    settings = settings_for(fake_openai, data_dir=tmp_path, llm_max_retries=1, embedder="minilm")
+    report = await diagnose(settings, broker=None)
+    assert report["llm"]["ok"] is False
+    assert "LLMError" in report["llm"]["detail"]
+    assert report["embedder"]["ok"] is True
+
+
+async def test_unreachable_broker_fails(tmp_path: Path) -> None:
+    report = await diagnose(load_settings(data_dir=tmp_path), f"kafka://127.0.0.1:{free_port()}")
+    assert report["broker"]["ok"] is False
+
+
+@pytest.mark.integration
+def test_cli_json_and_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with EmbeddedBroker(free_port()) as broker:
+        code = main(["doctor", "--json", "--broker", broker.url])
+    report = orjson.loads(capsys.readouterr().out)
+    assert code == 0
+    assert set(report) == {"llm", "embedder", "store", "broker"}
+    assert report["broker"] == report["broker"] | {"url": broker.url, "ok": True}
