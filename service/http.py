@@ -283,6 +283,7 @@ def _add_api_routes(app: FastAPI, service: MemoryService) -> None:
         "/v1/turns",
         status_code=202,
         response_model=BatchAccepted,
+        response_model_exclude_none=True,  # an item has either "turn_id" or "error"
         responses=INPUT_ERRORS | error_responses(503),
         openapi_extra={"requestBody": _batch_body()},
     )

@@ -9,6 +9,7 @@ reply of 4xx/5xx, or no reply, becomes a tool error carrying the service's messa
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -17,6 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from schemas.turn import ID_PATTERN
 from streams.settings import Settings
 
 TIMEOUT = httpx.Timeout(120.0, connect=5.0)  # respond waits for the LLM
@@ -39,6 +41,11 @@ class MemoryAPI:
     async def call(
         self, method: str, user_id: str, path: str = "", body: dict[str, Any] | None = None
     ) -> dict[str, Any]:
+        if not re.fullmatch(ID_PATTERN, user_id):
+            raise ToolError(
+                "user_id must be 1-128 characters of letters, digits and . _ : @ -, "
+                f"starting with a letter or digit; got {user_id!r}"
+            )
         url = f"{self.url}/v1/users/{quote(user_id, safe='')}{path}"
         try:
             async with httpx.AsyncClient(headers=self.headers, timeout=TIMEOUT) as client:

@@ -59,14 +59,23 @@ class Stack:
     """One process of MemoryOS. ``all``: embedded everything (`memoryos up`); ``worker``: the
     Faust agents plus health and metrics; ``service``: the stateless HTTP API only."""
 
-    def __init__(self, settings: Settings, role: Role = "all", serve_http: bool = True) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        role: Role = "all",
+        serve_http: bool = True,
+        services: Services | None = None,
+    ) -> None:
+        """``services`` lets two roles share one store in a test process; the stack then
+        leaves closing them to the caller."""
         if role != "all" and not settings.broker_url:
             raise ConfigError(f"memoryos {role} needs MEMORYOS_BROKER_URL (or --broker)")
         self.settings = settings
         self.role = role
         self.serve_http = serve_http
         self.broker: EmbeddedBroker | None = None
-        self.services: Services | None = None
+        self.services: Services | None = services
+        self._owns_services = services is None
         self.memory_app: MemoryApp | None = None
         self.service: MemoryService | None = None
         self.lag: LagProbe | None = None
@@ -89,14 +98,22 @@ class Stack:
         if not settings.broker_url:
             self.broker = EmbeddedBroker(settings.broker_port, settings.data_dir / "broker.log")
             await asyncio.to_thread(self.broker.start)
-        self.services = await build_services(settings)
-        self.memory_app = create_app(settings, self.services, self.broker_url)
-        self.service = MemoryService(self.services, FaustSink(self.memory_app))
-        await self.memory_app.app.start()
-        self.lag = LagProbe(
-            self.broker_url.removeprefix("kafka://"), settings.app_id, PIPELINE_TOPICS
-        )
-        await self.lag.start()
+        if self.services is None:
+            self.services = await build_services(settings)
+        # Load the embedding model now, not inside the first request or batch.
+        await self.services.embedder.embed(["memoryos warm-up"])
+        bootstrap = self.broker_url.removeprefix("kafka://")
+        if self.role == "service":
+            self._kafka_sink = KafkaSink(bootstrap)
+            await self._kafka_sink.start()
+            self.service = MemoryService(self.services, self._kafka_sink)
+        else:
+            self.memory_app = create_app(settings, self.services, self.broker_url)
+            self.service = MemoryService(self.services, FaustSink(self.memory_app))
+            await self.memory_app.app.start()
+            self.lag = LagProbe(bootstrap, settings.app_id, PIPELINE_TOPICS)
+            await self.lag.start()
+            self._lag_task = asyncio.create_task(self._export_lag())
         if self.serve_http:
             await self._start_http()
         log.info(
@@ -189,7 +206,7 @@ class Stack:
             await self.lag.stop()
         if self.memory_app is not None:
             await self.memory_app.app.stop()
-        if self.services is not None:
+        if self.services is not None and self._owns_services:
             await close_services(self.services)
         if self.broker is not None:
             await asyncio.to_thread(self.broker.stop)

@@ -14,6 +14,8 @@ from functools import lru_cache
 
 import yake
 
+from memory.text import tokenize
+
 _STOPWORDS_TEXT = """
     a about above after again all also am an and any are as at be because been before being
     below between both but by can could did do does doing down during each few for from further
@@ -34,8 +36,12 @@ MAX_SENTENCE_CHARS = 240
 
 
 def tokens(text: str) -> set[str]:
-    """Content words, lower-cased, stopwords removed."""
-    return {word for word in _WORD.findall(text.lower()) if word not in STOPWORDS}
+    """Content words, lower-cased and stemmed, stopwords removed.
+
+    The same tokenizer as retrieval's keywords (memory.text), so "dog's name" meets
+    "a dog named Miso" here as it does there.
+    """
+    return {word for word in tokenize(text) if word not in STOPWORDS}
 
 
 def jaccard(left: set[str], right: set[str]) -> float:

@@ -31,6 +31,7 @@ from service.http import create_http_app
 from service.memory import MemoryService
 from streams.metrics import Metrics
 from streams.settings import Settings
+from tests.support.fake_openai import FakeOpenAI
 from tests.support.stacks import UpProcess
 
 pytestmark = pytest.mark.integration
@@ -61,11 +62,19 @@ schema = schemathesis.openapi.from_dict(SPEC)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+def server(
+    tmp_path_factory: pytest.TempPathFactory, fake_openai_server: FakeOpenAI
+) -> Iterator[UpProcess]:
+    # Embeddings come from the fake OpenAI server: this run is about the HTTP contract, and
+    # the local model (robust to any text, see its contract tests) would double the time.
     process = UpProcess(
         Path(tmp_path_factory.mktemp("schemathesis")),
         MEMORYOS_API_KEYS=API_KEY,
         MEMORYOS_STM_CAPACITY="3",
+        MEMORYOS_EMBEDDER="openai",
+        MEMORYOS_OPENAI_BASE_URL=fake_openai_server.base_url,
+        MEMORYOS_OPENAI_API_KEY="test-key",
+        MEMORYOS_EMBEDDING_MODEL="fake-embedding",
     )
     process.start()
     try:
@@ -83,10 +92,10 @@ def test_the_server_serves_this_spec(server: UpProcess) -> None:
 
 @schema.parametrize()
 @settings(
-    max_examples=25,
+    max_examples=20,
     deadline=None,
     suppress_health_check=list(HealthCheck),
     derandomize=True,
 )
-def test_api_conforms_to_its_spec(case: schemathesis.Case, server: UpProcess) -> None:
+def test_api_conforms_to_its_spec(case: schemathesis.Case[Any], server: UpProcess) -> None:
     case.call_and_validate(base_url=server.url, headers=AUTH, checks=CHECKS, timeout=60)

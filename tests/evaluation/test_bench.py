@@ -1,0 +1,124 @@
+"""`memoryos bench`: one run at tiny sizes writes bench.json in its documented shape, and plots.
+
+Only the shape is checked: a timing is never a test assertion.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams.evaluation import bench_data
+from streams.evaluation.bench import Sizes, run_bench
+from streams.evaluation.bench_llm import plan_calls
+from streams.evaluation.bench_report import LATENCY_PNG, THROUGHPUT_PNG
+from streams.settings import load_settings
+
+TINY = Sizes(
+    name="tiny",
+    ingest_users=3,
+    ingest_turns=10,
+    llm_latency_ms=20,
+    llm_concurrency=(4,),
+    llm_users_per_slot=1,
+    llm_turns=9,
+    sequential_turns=2,
+    latency_users=4,
+    latency_turns=20,
+    segments_per_user=3,
+    retrieves=20,
+    responds=5,
+    ryw_tries=2,
+)
+
+SHAPE: dict[str, dict[str, Any]] = {
+    "ingest": {"turns_per_s": float, "embedder_texts_per_s": float, "ratio_to_ceiling": float},
+    "llm_latency": {
+        "latency_ms": int,
+        "concurrency": [int],
+        "turns_per_s": [float],
+        "bound_ratio": [float],
+        "speedup_vs_sequential": [float],
+    },
+    "retrieve": {
+        "users": int,
+        "turns_per_user": int,
+        "p50_ms": float,
+        "p95_ms": float,
+        "p99_ms": float,
+    },
+    "respond": {"p50_ms": float, "p95_ms": float, "p99_ms": float},
+    "read_your_writes_ms": {"p50": float, "p99": float},
+}
+
+
+def _check(value: Any, kind: Any, where: str) -> None:
+    if isinstance(kind, list):
+        assert isinstance(value, list), where
+        assert value, f"{where} is empty"
+        for index, item in enumerate(value):
+            _check(item, kind[0], f"{where}[{index}]")
+    elif kind is float:
+        # JSON writes 3.0 as 3.0, but a float field must never come back as a bool or a str
+        assert isinstance(value, float), f"{where}: {value!r} is not a float"
+    else:
+        assert isinstance(value, kind), f"{where}: {value!r} is not {kind.__name__}"
+        assert not isinstance(value, bool), where
+
+
+# --- pure parts ---
+
+
+def test_conversations_are_deterministic_and_varied() -> None:
+    first = bench_data.conversation("u1", 40, random.Random(3))
+    again = bench_data.conversation("u1", 40, random.Random(3))
+    assert [t.turn for t in first] == [t.turn for t in again]
+    texts = [bench_data.embedded_text(t.turn) for t in first]
+    assert len(set(texts)) == len(texts)  # distinct: the embedder's cache never answers
+    assert len({t.topic.name for t in first}) >= 2
+
+
+def test_interleaved_sends_every_users_turn_in_order() -> None:
+    rng = random.Random(1)
+    talks = [bench_data.conversation(f"u{i}", n, rng) for i, n in enumerate((3, 1, 2))]
+    order = [(turn.user_id, turn.turn_id) for turn in bench_data.interleaved(talks)]
+    assert order[:3] == [("u0", "t00000"), ("u1", "t00000"), ("u2", "t00000")]
+    assert sorted(order) == sorted((t.turn.user_id, t.turn.turn_id) for c in talks for t in c)
+
+
+def test_plan_calls_follows_the_measured_mix() -> None:
+    plan = plan_calls({"continuity": 1.0, "topics": 0.5, "user_traits": 0.25}, 4)
+    assert sorted(plan) == sorted(["continuity"] * 4 + ["topics"] * 2 + ["user_traits"])
+
+
+# --- one tiny run ---
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+async def test_bench_writes_its_report(tmp_path: Path) -> None:
+    settings = load_settings(consumer_rebalance_timeout_s=1.0)
+    out = tmp_path / "bench"
+
+    code = await run_bench(settings, out, TINY)
+
+    assert code == 0  # every ingest verified by counting pages, every write read back
+    result = json.loads((out / "bench.json").read_text())
+    for section, fields in SHAPE.items():
+        for name, kind in fields.items():
+            _check(result[section][name], kind, f"{section}.{name}")
+    _check(result["peak_rss_mb"], float, "peak_rss_mb")
+    assert result["llm_latency"]["concurrency"] == [4]
+    assert len(result["llm_latency"]["turns_per_s"]) == 1
+    assert result["retrieve"]["users"] == TINY.latency_users
+    assert result["retrieve"]["seeded"] is True
+    assert result["sizes"]["name"] == "tiny"
+    markdown = (out / "bench.md").read_text()
+    assert "seeded, not ingested" in markdown
+    for png in (THROUGHPUT_PNG, LATENCY_PNG):
+        assert (out / png).read_bytes().startswith(b"\x89PNG")

@@ -1,0 +1,60 @@
+"""The production process model in one test process: a broker, a `worker` and a stateless
+`serve` replica (sharing one store here, as they share a Qdrant server in production)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from streams.broker import EmbeddedBroker, free_port
+from streams.services import build_services, close_services
+from streams.settings import load_settings
+from streams.stack import Stack
+from tests.support.stacks import FAST_GROUP, eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
+
+
+async def test_worker_and_service_replica_cooperate_through_kafka(tmp_path: Path) -> None:
+    with EmbeddedBroker(free_port()) as broker:
+        settings = load_settings(data_dir=tmp_path, broker_url=broker.url, port=0, **FAST_GROUP)
+        services = await build_services(settings)
+        worker = Stack(settings, "worker", services=services)
+        replica = Stack(settings, "service", services=services)
+        await worker.start()
+        await replica.start()
+        try:
+            async with httpx.AsyncClient() as client:
+                api = f"http://127.0.0.1:{replica.port}"
+                health = f"http://127.0.0.1:{worker.port}"
+                posted = await client.post(
+                    f"{api}/v1/users/carol/turns",
+                    json={"query": "I moved to Oslo.", "response": "Welcome to Oslo!"},
+                )
+                assert posted.status_code == 202
+
+                async def visible() -> bool:
+                    found = await client.post(
+                        f"{api}/v1/users/carol/retrieve", json={"query": "Where do I live?"}
+                    )
+                    return [p["query"] for p in found.json()["short_term"]] == ["I moved to Oslo."]
+
+                await eventually(visible, 60)
+                assert (await client.get(f"{health}/readyz")).status_code == 200
+                assert (await client.get(f"{api}/readyz")).status_code == 200
+                assert "memoryos_events_total" in (await client.get(f"{health}/metrics")).text
+                # A worker serves health and metrics, not the memory API.
+                assert (await client.get(f"{health}/v1/users/carol/memory")).status_code == 404
+        finally:
+            await replica.stop()
+            await worker.stop()
+            await close_services(services)
+
+
+def test_production_roles_need_a_broker(tmp_path: Path) -> None:
+    from streams.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="MEMORYOS_BROKER_URL"):
+        Stack(load_settings(data_dir=tmp_path), "worker")

@@ -1,0 +1,469 @@
+"""The HTTP layer alone, over a fake MemoryService: auth, limits, validation, error shapes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from schemas.records import ChainLink, Page, Persona, Trait
+from schemas.turn import MAX_TEXT_CHARS, TurnEvent
+from service.http import create_http_app
+from service.memory import MemoryService, Retrieved
+from streams.errors import StoreError
+from streams.metrics import Metrics
+from streams.settings import Settings
+
+KEYS = ("key-one", "key-two")
+AUTH = {"Authorization": f"Bearer {KEYS[0]}"}
+LIMIT = 40_000  # above every single-field limit, so 413 and 422 stay apart
+TURN = {"query": "I like tea.", "response": "Noted."}
+FORGOTTEN = {"short_term": 2, "mid_term_pages": 5, "segments": 1, "user_knowledge": 3,
+             "agent_traits": 0}  # fmt: skip
+
+
+def page(turn_id: str, meta: dict[str, Any] | None = None) -> Page:
+    return Page(
+        page_id=f"p-{turn_id}",
+        user_id="alice",
+        turn_id=turn_id,
+        query="I like tea.",
+        response="Noted.",
+        timestamp=datetime(2024, 3, 1, 9, 0, tzinfo=UTC),
+        meta=meta or {},
+        chain=ChainLink(chain_id="c1", summary="tea"),
+    )
+
+
+class FakeMemory:
+    """What the routes call on MemoryService, recording what they were given."""
+
+    def __init__(self) -> None:
+        self.turns: list[TurnEvent] = []
+        self.answer = "You like tea."
+        self.failure: Exception | None = None
+
+    async def add_turns(self, turns: list[TurnEvent]) -> list[str]:
+        if self.failure:
+            raise self.failure
+        self.turns.extend(turns)
+        return [turn.turn_id for turn in turns]
+
+    async def retrieve(self, user_id: str, query: str, top_k: int | None = None) -> Retrieved:
+        return Retrieved(
+            short_term=[page("t1", {"source": "crm"})],
+            mid_term=[(page("t0"), "seg-1", 0.75)],
+            persona=Persona(
+                user_id=user_id,
+                profile={"name": "Alice"},
+                traits={"openness": Trait(level="High", reason="tries teas")},
+            ),
+            user_knowledge=[("likes tea", 0.9)],
+            agent_traits=[("recommends green tea", 0.4)],
+        )
+
+    async def respond(self, user_id: str, query: str) -> tuple[str, Retrieved, dict[str, int]]:
+        memory = await self.retrieve(user_id, query)
+        return self.answer, memory, {"prompt_tokens": 120, "completion_tokens": 7}
+
+    async def get_memory(self, user_id: str) -> dict[str, Any]:
+        return {
+            "user_id": user_id,
+            "short_term": [page("t1").public()],
+            "mid_term": [],
+            "persona": {"profile": {}, "traits": {}, "user_knowledge": [], "agent_traits": []},
+        }
+
+    async def forget(self, user_id: str) -> dict[str, int]:
+        return dict(FORGOTTEN)
+
+
+async def status() -> dict[str, Any]:
+    return {"status": "ok", "ready": True}
+
+
+def build(fake: FakeMemory, api: bool = True, **settings: Any) -> FastAPI:
+    values: dict[str, Any] = {"api_keys": ",".join(KEYS), "max_body_bytes": LIMIT} | settings
+    return create_http_app(
+        cast(MemoryService, fake), Settings(**values), Metrics(), status, status, api=api
+    )
+
+
+@pytest.fixture
+def fake() -> FakeMemory:
+    return FakeMemory()
+
+
+@pytest.fixture
+async def client(fake: FakeMemory) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(build(fake))
+    async with httpx.AsyncClient(transport=transport, base_url="http://memoryos") as http:
+        yield http
+
+
+def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    assert set(body) == {"error", "field"}
+    assert body["error"]
+    return body
+
+
+# --- auth ---
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": f"Basic {KEYS[0]}"},
+        {"Authorization": KEYS[0]},
+        {"Authorization": "Bearer "},
+        {"Authorization": "Bearer clé-non-ascii".encode()},
+    ],
+    ids=["none", "wrong-key", "basic-scheme", "no-scheme", "empty", "non-ascii"],
+)
+async def test_v1_routes_need_a_valid_bearer_key(
+    client: httpx.AsyncClient, headers: dict[str, Any]
+) -> None:
+    for method, path, body in [
+        ("POST", "/v1/users/alice/turns", TURN),
+        ("POST", "/v1/turns", [TURN]),
+        ("POST", "/v1/users/alice/retrieve", {"query": "tea"}),
+        ("POST", "/v1/users/alice/respond", {"query": "tea"}),
+        ("GET", "/v1/users/alice/memory", None),
+        ("DELETE", "/v1/users/alice", None),
+    ]:
+        response = await client.request(method, path, json=body, headers=headers)
+        error = error_of(response, 401)
+        assert "Bearer" in error["error"]
+        assert response.headers["WWW-Authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize("key", KEYS)
+async def test_any_configured_key_is_accepted(client: httpx.AsyncClient, key: str) -> None:
+    for scheme in ("Bearer", "bearer"):
+        response = await client.get(
+            "/v1/users/alice/memory", headers={"Authorization": f"{scheme} {key}"}
+        )
+        assert response.status_code == 200, response.text
+
+
+async def test_health_metrics_and_spec_need_no_key(client: httpx.AsyncClient) -> None:
+    for path in ("/healthz", "/readyz", "/metrics", "/openapi.json"):
+        assert (await client.get(path)).status_code == 200, path
+    assert "memoryos_" in (await client.get("/metrics")).text
+
+
+async def test_without_keys_configured_no_auth_is_needed(fake: FakeMemory) -> None:
+    transport = httpx.ASGITransport(build(fake, api_keys=""))
+    async with httpx.AsyncClient(transport=transport, base_url="http://memoryos") as http:
+        assert (await http.get("/v1/users/alice/memory")).status_code == 200
+        assert "securitySchemes" not in (await http.get("/openapi.json")).json()["components"]
+
+
+# --- body size ---
+
+
+async def test_a_body_over_the_limit_is_413(client: httpx.AsyncClient) -> None:
+    big = {"query": "x" * LIMIT, "response": "r"}
+    error_of(await client.post("/v1/users/alice/turns", json=big, headers=AUTH), 413)
+    error_of(await client.post("/v1/turns", json=[big], headers=AUTH), 413)
+
+
+async def test_a_streamed_body_over_the_limit_is_413(client: httpx.AsyncClient) -> None:
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: chunked upload
+        yield b'{"query": "'
+        for _ in range(LIMIT // 512 + 1):
+            yield b"x" * 512
+        yield b'", "response": "r"}'
+
+    response = await client.post(
+        "/v1/users/alice/turns",
+        content=chunks(),
+        headers=AUTH | {"Content-Type": "application/json"},
+    )
+    error_of(response, 413)
+
+
+async def test_a_body_just_under_the_limit_is_accepted(client: httpx.AsyncClient) -> None:
+    item = {"user_id": "alice", "query": "x" * 900, "response": "r"}
+    items = [item] * ((LIMIT - 100) // len(json.dumps(item)))
+    assert LIMIT - 1000 < len(json.dumps(items)) <= LIMIT
+    response = await client.post("/v1/turns", json=items, headers=AUTH)
+    assert response.status_code == 202
+    assert response.json()["accepted"] == len(items)
+
+
+# --- bad input ---
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ['{"query": "tea"', "{'query': 'tea'}", "not json", '{"query": "tea",}'],
+)
+async def test_malformed_json_is_400_with_the_reason(client: httpx.AsyncClient, raw: str) -> None:
+    response = await client.post(
+        "/v1/users/alice/retrieve",
+        content=raw,
+        headers=AUTH | {"Content-Type": "application/json"},
+    )
+    error = error_of(response, 400)
+    assert error["field"] == "body"
+    assert "not valid JSON" in error["error"]
+
+
+async def test_invalid_utf8_is_400(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/v1/users/alice/turns",
+        content=b'{"query": "\xff\xfe", "response": "r"}',
+        headers=AUTH | {"Content-Type": "application/json"},
+    )
+    error_of(response, 400)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/users/alice/turns", {"query": 1, "response": "r"}, "query"),
+        ("/v1/users/alice/turns", {"response": "r"}, "query"),
+        ("/v1/users/alice/turns", TURN | {"timestamp": "yesterday"}, "timestamp"),
+        ("/v1/users/alice/turns", TURN | {"meta": ["not", "an", "object"]}, "meta"),
+        ("/v1/users/alice/turns", TURN | {"meta": {"n": 2**70}}, "meta"),
+        ("/v1/users/alice/turns", TURN | {"meta": {"blob": "x" * 17_000}}, "meta"),
+        ("/v1/users/alice/turns", TURN | {"turn_id": "has space"}, "turn_id"),
+        ("/v1/users/alice/turns", TURN | {"channel": "c" * 65}, "channel"),
+        ("/v1/users/alice/turns", TURN | {"surprise": True}, "surprise"),
+        ("/v1/users/alice/turns", {"query": "q" * (MAX_TEXT_CHARS + 1), "response": "r"}, "query"),
+        ("/v1/users/alice/turns", ["a", "list"], "body"),
+        ("/v1/users/alice/retrieve", {"query": ""}, "query"),
+        ("/v1/users/alice/retrieve", {"query": "tea", "top_k": "ten"}, "top_k"),
+        ("/v1/users/alice/retrieve", {"query": "tea", "top_k": 0}, "top_k"),
+        ("/v1/users/alice/retrieve", {"query": "tea", "assistant_id": "-bad"}, "assistant_id"),
+        ("/v1/users/alice/respond", {"query": None}, "query"),
+        ("/v1/users/alice/respond", {"query": "tea", "top_k": 3}, "top_k"),
+        ("/v1/turns", {"user_id": "alice"} | TURN, "body"),
+    ],
+)
+async def test_wrong_input_is_422_naming_the_field(
+    client: httpx.AsyncClient, fake: FakeMemory, path: str, body: Any, field: str
+) -> None:
+    error = error_of(await client.post(path, json=body, headers=AUTH), 422)
+    assert error["field"] == field
+    assert field in error["error"]
+    assert fake.turns == []
+
+
+async def test_lone_surrogates_are_refused_not_crashed_on(client: httpx.AsyncClient) -> None:
+    for raw, field in [
+        ('{"query": "\\ud800", "response": "r"}', "query"),
+        ('{"query": "q", "response": "r", "meta": {"k": "\\udfff"}}', "meta"),
+    ]:
+        response = await client.post(
+            "/v1/users/alice/turns",
+            content=raw,
+            headers=AUTH | {"Content-Type": "application/json"},
+        )
+        assert error_of(response, 422)["field"] == field
+
+
+@pytest.mark.parametrize(
+    "user_id", ["bad%20id", "-leading-dash", "x" * 129, "caf%C3%A9", "semi%3Bcolon"]
+)
+async def test_a_bad_user_id_is_422_naming_user_id(client: httpx.AsyncClient, user_id: str) -> None:
+    for method, path, body in [
+        ("POST", f"/v1/users/{user_id}/turns", TURN),
+        ("POST", f"/v1/users/{user_id}/retrieve", {"query": "tea"}),
+        ("POST", f"/v1/users/{user_id}/respond", {"query": "tea"}),
+        ("GET", f"/v1/users/{user_id}/memory", None),
+        ("DELETE", f"/v1/users/{user_id}", None),
+    ]:
+        response = await client.request(method, path, json=body, headers=AUTH)
+        assert error_of(response, 422)["field"] == "user_id"
+
+
+async def test_unknown_routes_and_methods_get_the_error_shape(client: httpx.AsyncClient) -> None:
+    error_of(await client.get("/v1/nothing-here", headers=AUTH), 404)
+    response = await client.put("/v1/users/alice/memory", headers=AUTH)
+    error_of(response, 405)
+    assert response.headers["Allow"] == "GET"
+
+
+async def test_a_failing_backend_is_503_with_the_reason(
+    client: httpx.AsyncClient, fake: FakeMemory
+) -> None:
+    fake.failure = StoreError("qdrant is down")
+    error = error_of(await client.post("/v1/users/alice/turns", json=TURN, headers=AUTH), 503)
+    assert "qdrant is down" in error["error"]
+
+
+# --- the routes ---
+
+
+async def test_a_turn_is_accepted_with_defaults_filled_in(
+    client: httpx.AsyncClient, fake: FakeMemory
+) -> None:
+    response = await client.post("/v1/users/alice/turns", json=TURN, headers=AUTH)
+    assert response.status_code == 202
+    [turn] = fake.turns
+    assert response.json() == {"turn_id": turn.turn_id}
+    assert (turn.user_id, turn.query, turn.response, turn.meta) == ("alice", *TURN.values(), {})
+    assert turn.timestamp.tzinfo is not None
+
+
+async def test_a_turn_keeps_what_the_client_gave(
+    client: httpx.AsyncClient, fake: FakeMemory
+) -> None:
+    body = TURN | {
+        "turn_id": "t-42",
+        "timestamp": "2024-03-01T09:00:00",
+        "assistant_id": "bot",
+        "channel": "sms",
+        "meta": {"ticket": 7, "tags": ["a"]},
+    }
+    response = await client.post("/v1/users/alice/turns", json=body, headers=AUTH)
+    assert response.json() == {"turn_id": "t-42"}
+    [turn] = fake.turns
+    assert turn.timestamp == datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    assert (turn.assistant_id, turn.channel, turn.meta) == ("bot", "sms", body["meta"])
+
+
+async def test_batch_accepts_valid_items_and_names_invalid_ones(
+    client: httpx.AsyncClient, fake: FakeMemory
+) -> None:
+    items: list[Any] = [
+        {"user_id": "alice"} | TURN,
+        {"user_id": "bob", "query": 5, "response": "r"},
+        "a string",
+        {"user_id": "bad id"} | TURN,
+        TURN,
+        {"user_id": "carol", "turn_id": "c-1"} | TURN,
+        {"user_id": "carol", "extra": 1} | TURN,
+        None,
+    ]
+    response = await client.post("/v1/turns", json=items, headers=AUTH)
+    assert response.status_code == 202
+    body = response.json()
+    assert body["accepted"] == 2
+    results = body["results"]
+    assert [r["index"] for r in results] == list(range(len(items)))
+    accepted = [r for r in results if "turn_id" in r]
+    assert [r["index"] for r in accepted] == [0, 5]
+    assert all(set(r) == {"index", "turn_id"} for r in accepted)
+    assert all(set(r) == {"index", "error"} for r in results if r not in accepted)
+    assert [t.user_id for t in fake.turns] == ["alice", "carol"]
+    assert results[5]["turn_id"] == "c-1"
+    reasons = {r["index"]: r["error"] for r in results if "error" in r}
+    assert "query" in reasons[1]
+    assert "object" in reasons[2]
+    assert "user_id" in reasons[3]
+    assert "user_id" in reasons[4]
+    assert "extra" in reasons[6]
+    assert "null" in reasons[7]
+
+
+async def test_an_empty_batch_is_fine_and_over_1000_items_is_422(client: httpx.AsyncClient) -> None:
+    empty = await client.post("/v1/turns", json=[], headers=AUTH)
+    assert empty.json() == {"accepted": 0, "results": []}
+    huge = await client.post("/v1/turns", json=[{}] * 1001, headers=AUTH)
+    assert error_of(huge, 422)["field"] == "body"
+    assert "1000" in huge.json()["error"]
+
+
+async def test_retrieve_returns_the_documented_shape(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/v1/users/alice/retrieve", json={"query": "tea", "top_k": 3}, headers=AUTH
+    )
+    assert response.status_code == 200
+    body = response.json()
+    assert set(body) == {
+        "short_term",
+        "mid_term",
+        "user_profile",
+        "user_traits",
+        "user_knowledge",
+        "agent_traits",
+    }
+    [short] = body["short_term"]
+    assert set(short) == {"page_id", "turn_id", "query", "response", "timestamp", "meta", "chain"}
+    assert short["meta"] == {"source": "crm"}
+    assert short["chain"] == {"prev": None, "next": None, "summary": "tea"}
+    [mid] = body["mid_term"]
+    assert (mid["segment_id"], mid["score"]) == ("seg-1", 0.75)
+    assert body["user_traits"] == {"openness": {"level": "High", "reason": "tries teas"}}
+    assert body["user_knowledge"] == [{"text": "likes tea", "score": 0.9}]
+
+
+async def test_respond_answers_and_feeds_the_turn_back(
+    client: httpx.AsyncClient, fake: FakeMemory
+) -> None:
+    response = await client.post(
+        "/v1/users/alice/respond",
+        json={"query": "What do I like?", "assistant_id": "bot"},
+        headers=AUTH,
+    )
+    assert response.status_code == 200
+    body = response.json()
+    assert body["response"] == "You like tea."
+    assert body["usage"] == {"prompt_tokens": 120, "completion_tokens": 7}
+    assert body["memory"]["short_term"][0]["turn_id"] == "t1"
+    [turn] = fake.turns
+    assert (turn.user_id, turn.query, turn.response) == (
+        "alice",
+        "What do I like?",
+        body["response"],
+    )
+    assert turn.assistant_id == "bot"
+
+
+async def test_a_very_long_answer_is_stored_cut_to_the_text_limit(
+    client: httpx.AsyncClient, fake: FakeMemory
+) -> None:
+    fake.answer = "a" * (MAX_TEXT_CHARS + 50)
+    response = await client.post("/v1/users/alice/respond", json={"query": "tea?"}, headers=AUTH)
+    assert response.status_code == 200
+    assert response.json()["response"] == fake.answer
+    assert len(fake.turns[0].response) == MAX_TEXT_CHARS
+
+
+async def test_memory_and_delete(client: httpx.AsyncClient) -> None:
+    memory = (await client.get("/v1/users/alice/memory", headers=AUTH)).json()
+    assert memory["user_id"] == "alice"
+    assert [p["turn_id"] for p in memory["short_term"]] == ["t1"]
+    deleted = await client.delete("/v1/users/alice", headers=AUTH)
+    assert deleted.status_code == 200
+    assert deleted.json() == {"deleted": FORGOTTEN}
+
+
+async def test_a_worker_serves_only_health_and_metrics(fake: FakeMemory) -> None:
+    transport = httpx.ASGITransport(build(fake, api=False))
+    async with httpx.AsyncClient(transport=transport, base_url="http://memoryos") as http:
+        assert (await http.get("/healthz")).status_code == 200
+        assert (await http.get("/metrics")).status_code == 200
+        error_of(await http.post("/v1/users/alice/turns", json=TURN, headers=AUTH), 404)
+
+
+def test_the_spec_documents_errors_and_auth_for_every_v1_operation(fake: FakeMemory) -> None:
+    spec = build(fake).openapi()
+    assert spec["components"]["securitySchemes"]["bearer"] == {"type": "http", "scheme": "bearer"}
+    error_ref = {"$ref": "#/components/schemas/ErrorBody"}
+    operations = [
+        (path, method, operation)
+        for path, methods in spec["paths"].items()
+        if path.startswith("/v1")
+        for method, operation in methods.items()
+    ]
+    assert len(operations) == 6
+    for path, method, operation in operations:
+        assert operation["security"] == [{"bearer": []}], (method, path)
+        for status in ("401", "422"):
+            schema = operation["responses"][status]["content"]["application/json"]["schema"]
+            assert schema == error_ref, (method, path, status)
+    batch = spec["paths"]["/v1/turns"]["post"]["requestBody"]["content"]["application/json"]
+    assert "user_id" in batch["schema"]["items"]["required"]
