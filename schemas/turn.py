@@ -47,7 +47,10 @@ class TurnEvent(BaseModel):
     @field_validator("meta")
     @classmethod
     def _meta_size(cls, value: dict[str, Any]) -> dict[str, Any]:
-        size = len(orjson.dumps(value))
+        try:
+            size = len(orjson.dumps(value))
+        except orjson.JSONEncodeError as exc:  # e.g. integers beyond 64 bits
+            raise ValueError(f"meta is not encodable as JSON: {exc}") from None
         if size > MAX_META_BYTES:
             raise ValueError(f"meta is {size} bytes as JSON; at most {MAX_META_BYTES} allowed")
         return value

@@ -88,15 +88,14 @@ class MemoryService:
             candidates, keyword_set(query_keywords(query)), settings.retrieve_segments
         )
         segment_ids = [segment_id for segment_id, _ in ranked]
-        per_segment = await asyncio.gather(
-            *(repo.search_pages(user_id, vector, query, sid, k) for sid in segment_ids)
-        )
-        pages: dict[str, Page] = {}
-        found = []
-        for segment_id, hits in zip(segment_ids, per_segment, strict=True):
-            for hit, page in hits:
-                pages[page.page_id] = page
-                found.append(PageCandidate(page.page_id, segment_id, hit.score))
+        # One ranking over the chosen segments' pages: per-segment searches would give each
+        # segment's best page the same fused score, whatever its relevance.
+        hits = await repo.search_pages(user_id, vector, query, segment_ids, k)
+        pages = {page.page_id: page for _, page in hits}
+        found = [
+            PageCandidate(page.page_id, str(hit.payload["segment_id"]), hit.score)
+            for hit, page in hits
+        ]
         chosen = rank_pages(found, set(segment_ids), k)
         if segment_ids:
             hit_event = RetrievalHit(

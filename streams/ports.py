@@ -14,7 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 from schemas.records import Page, Trait
 
 Payload = dict[str, Any]
-Filter = Mapping[str, str | int | bool]
+FilterValue = str | int | bool | list[str]
+Filter = Mapping[str, FilterValue]  # a list value means "any of these"
 SparseVector = dict[int, float]
 
 

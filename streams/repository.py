@@ -91,14 +91,22 @@ class MemoryRepository:
         return [_page_from(p.payload, None) for p in points]
 
     async def search_pages(
-        self, user_id: str, vector: Sequence[float], text: str, segment_id: str, limit: int
+        self,
+        user_id: str,
+        vector: Sequence[float],
+        text: str,
+        segment_ids: Sequence[str],
+        limit: int,
     ) -> list[tuple[Hit, Page]]:
+        """One hybrid ranking over the pages of these segments (scores comparable across them)."""
+        if not segment_ids:
+            return []
         hits = await self.store.search(
             PAGES,
             user_id,
             vector,
             limit,
-            where={"segment_id": segment_id},
+            where={"segment_id": list(segment_ids)},
             sparse=lexical_vector(text),
         )
         return [(hit, _page_from(hit.payload, None)) for hit in hits]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import platform
 import resource
@@ -68,6 +69,8 @@ QUICK = Sizes("quick", 16, 25, 200, (8, 32), 1, 15, 5, 50, 100, 10, 500, 100, 20
 
 def main(args: argparse.Namespace, settings: Settings) -> int:
     sizes = QUICK if args.quick else FULL
+    for noisy in ("httpx", "httpx2", "openai"):  # a line per LLM call would bury the progress
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     return asyncio.run(run_bench(settings, Path(args.out), sizes))
 
 
@@ -208,6 +211,7 @@ def assemble(
             "seconds": [round(run.seconds, 2) for run in runs],
             "max_in_flight_seen": [run.max_in_flight_seen for run in runs],
             "llm_errors": [run.errors for run in runs],
+            "cpu_cores_used": [round(run.cpu_cores_used, 2) for run in runs],
             "calls_by_task": [run.by_task for run in runs],
             "sequential_turns_per_s": round(sequential, 3),
             "sequential_turns": sizes.sequential_turns,
@@ -224,6 +228,7 @@ def assemble(
             "seed_s": round(latency.seed_s, 1),
             "distinct_queries": latency.distinct_queries,
             "mid_term_pages_per_call": round(latency.mid_term_hits, 2),
+            "background_during_calls": {k: round(v, 2) for k, v in latency.background.items()},
         },
         "respond": {**summary["respond"], "calls": len(latency.respond_s), "llm": "offline"},
         "read_your_writes_ms": {

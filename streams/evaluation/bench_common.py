@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil  # type: ignore[import-untyped]
 
 from agents.context import Services
 from service.memory import MemoryService
@@ -29,7 +30,9 @@ def say(message: str) -> None:
 
 
 @asynccontextmanager
-async def fresh_stack(settings: Settings, **overrides: Any) -> AsyncIterator[Stack]:
+async def fresh_stack(
+    settings: Settings, drain_timeout_s: float = 5.0, **overrides: Any
+) -> AsyncIterator[Stack]:
     """A private embedded stack (broker, worker, store) in a throw-away folder on free ports."""
     with tempfile.TemporaryDirectory(prefix="memoryos-bench-") as folder:
         run_settings = settings.model_copy(
@@ -46,7 +49,19 @@ async def fresh_stack(settings: Settings, **overrides: Any) -> AsyncIterator[Sta
         try:
             yield stack
         finally:
-            await stack.stop(drain_timeout_s=5.0)
+            await stack.stop(drain_timeout_s=drain_timeout_s)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its children (broker, fake LLM server) so far."""
+    me = psutil.Process()
+    total = float(sum(me.cpu_times()[:2]))
+    for child in me.children(recursive=True):
+        try:
+            total += float(sum(child.cpu_times()[:2]))
+        except psutil.Error:
+            continue
+    return total
 
 
 def parts(stack: Stack) -> tuple[MemoryService, Services]:

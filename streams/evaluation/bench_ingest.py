@@ -15,11 +15,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import psutil  # type: ignore[import-untyped]
-
 from streams.embedders import build_embedder
 from streams.evaluation.bench_common import (
     MetricsSnapshot,
+    cpu_seconds,
     delta,
     delta_by_label,
     fresh_stack,
@@ -101,18 +100,6 @@ async def warm_up(stack: Stack, settings: Settings, seed: int) -> int:
     return len(turns)
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this process and its children (the broker) so far."""
-    me = psutil.Process()
-    total = float(sum(me.cpu_times()[:2]))
-    for child in me.children(recursive=True):
-        try:
-            total += float(sum(child.cpu_times()[:2]))
-        except psutil.Error:
-            continue
-    return total
-
-
 async def measure_ingest(
     settings: Settings, conversations: list[list[SyntheticTurn]], seed: int
 ) -> IngestResult:
@@ -127,14 +114,14 @@ async def measure_ingest(
         mtm_expected = sum(max(0, len(c) - stm) for c in conversations)
         timeout = BASE_TIMEOUT_S + PER_TURN_TIMEOUT_S * len(turns)
         say(f"ingest: sending {len(turns)} turns of {users} users through Kafka")
-        before, cpu_before = MetricsSnapshot(services), _cpu_seconds()
+        before, cpu_before = MetricsSnapshot(services), cpu_seconds()
         started = time.monotonic()
         await service.add_turns(turns)
         result.send_s = time.monotonic() - started
         placed = await wait_placed(services, warm + len(turns), 3 + mtm_expected, timeout)
         if placed is None:
             raise RuntimeError(f"ingest did not complete within {timeout:.0f} s")
-        after, cpu_after = MetricsSnapshot(services), _cpu_seconds()
+        after, cpu_after = MetricsSnapshot(services), cpu_seconds()
         result.placed_s = placed - started
         idle = await stack.wait_idle(timeout)  # the lag probe sees commits (every 1 s) late
         result.idle_s = time.monotonic() - started if idle else -1.0

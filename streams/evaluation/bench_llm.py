@@ -28,7 +28,14 @@ from typing import IO, Any
 import streams
 from memory.chain import page_from_turn
 from streams.errors import ConfigError
-from streams.evaluation.bench_common import fresh_stack, parts, say, verify_counts, wait_placed
+from streams.evaluation.bench_common import (
+    cpu_seconds,
+    fresh_stack,
+    parts,
+    say,
+    verify_counts,
+    wait_placed,
+)
 from streams.evaluation.bench_data import conversation, interleaved
 from streams.evaluation.bench_ingest import BASE_TIMEOUT_S, PER_TURN_TIMEOUT_S, warm_up
 from streams.llm.openai_llm import OpenAILLM
@@ -161,6 +168,7 @@ class ConcurrencyRun:
     bound_turns_per_s: float = 0.0
     bound_ratio: float = 0.0
     max_in_flight_seen: int = 0
+    cpu_cores_used: float = 0.0  # this process and its children, the fake LLM server included
     errors: int = 0
     by_task: dict[str, int] = field(default_factory=dict)
     mismatched: list[str] = field(default_factory=list)
@@ -189,12 +197,14 @@ async def measure_concurrency(
         await server.reset()
         say(f"llm C={concurrency}: {len(turns)} turns of {users} users, "
             f"{server.latency_s * 1000:.0f} ms per LLM call")  # fmt: skip
-        started = time.monotonic()
+        started, cpu_before = time.monotonic(), cpu_seconds()
         await service.add_turns(turns)
         placed = await wait_placed(services, warm + len(turns), 3 + mtm_expected, timeout)
         if placed is None:
             raise RuntimeError(f"C={concurrency}: ingest did not complete within {timeout:.0f} s")
         await stack.wait_idle(timeout)  # persona updates run after the pages are placed
+        cpu_used = cpu_seconds() - cpu_before
+        idle_at = time.monotonic()
         stats = await server.stats()
         run.mismatched = await verify_counts(
             services, {c[0].turn.user_id: len(c) for c in conversations}, stm
@@ -204,6 +214,7 @@ async def measure_concurrency(
     finished = max(placed, float(stats["last_at"]) + server.latency_s)
     run.seconds = finished - started
     run.turns_per_s = run.turns / run.seconds
+    run.cpu_cores_used = cpu_used / (idle_at - started)
     run.llm_calls = int(stats["chat"])
     run.by_task = {str(k): int(v) for k, v in dict(stats["by_task"]).items()}
     run.errors = int(stats["errors"])

@@ -96,10 +96,12 @@ def tables(result: dict[str, Any]) -> list[str]:
                 f"{llm['bound_ratio'][i]:.0%}",
                 f"{llm['speedup_vs_sequential'][i]:.1f}x",
                 llm["max_in_flight_seen"][i],
+                f"{llm['cpu_cores_used'][i]:.2f}",
             )
         )
     lines += _table(["C", "users x turns", "LLM calls/turn", "turns/s", "bound C/(L x calls)",
-                     "of bound", "vs sequential", "max in flight seen"], rows)  # fmt: skip
+                     "of bound", "vs sequential", "max in flight seen", "CPU cores busy"],
+                    rows)  # fmt: skip
     lines += ["", f"Sequential baseline (each turn's calls in series, one turn after another, "
               f"real openai client, same server): {llm['sequential_turns_per_s']:.2f} turns/s "
               f"over {llm['sequential_turns']} turns.", ""]  # fmt: skip
@@ -116,6 +118,13 @@ def tables(result: dict[str, Any]) -> list[str]:
           respond["p99_ms"]),
          ("read-your-writes (through Kafka)", ryw["tries"], ryw["p50"], "", ryw["p99"])],
     )  # fmt: skip
+    background = retrieve["background_during_calls"]
+    lines += ["", f"While retrieve and respond were timed, the worker in the same process "
+              f"handled {background['heat_events']:.0f} retrieval events in the heat agent "
+              f"({background['heat_busy_s']:.1f} s) and {background['persona_updates']:.0f} "
+              f"persona updates ({background['persona_busy_s']:.1f} s); "
+              f"{retrieve['mid_term_pages_per_call']:.1f} mid-term pages came back per "
+              "retrieve."]  # fmt: skip
     lines += ["", f"Peak RSS of the bench process: {result['peak_rss_mb']:.0f} MB."]
     return lines
 

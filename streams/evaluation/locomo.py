@@ -42,7 +42,8 @@ INGEST_BASE_TIMEOUT_S = 120.0
 INGEST_PER_TURN_S = 1.0  # generous: the offline pipeline absorbs several turns per second
 COUNT_TIMEOUT_S = 60.0
 PROGRESS_EVERY_S = 15.0
-BASELINE_DEPTH = 50  # baseline rankings kept per question: covers every page budget we show
+STOP_DRAIN_S = 2.0
+BASELINE_DEPTH = 50  # baseline rankings kept per question, at least our context's size
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's default token pattern
 _STOPWORDS = frozenset(STOPWORDS_EN)
 
@@ -57,6 +58,7 @@ class IngestReport:
 
 
 def main(args: argparse.Namespace, settings: Settings) -> int:
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
     wanted = [s.strip() for s in args.samples.split(",") if s.strip()] if args.samples else None
     if int(args.k) < 1:
         raise InvalidEvent(f"--k must be at least 1, got {args.k}", field="k")
@@ -85,7 +87,9 @@ async def evaluate(
             ingest = await ingest_all(stack, samples, started)
             records = await ask_all(stack, samples, k, started)
         finally:
-            await stack.stop()
+            # The store is thrown away: persona updates set off by our retrievals need not
+            # finish (the default drain would wait 30 s for them).
+            await stack.stop(drain_timeout_s=STOP_DRAIN_S)
     summary = samples_meta(samples, source, k, run_settings, ingest) | summarise(records)
     summary["elapsed_s"] = round(time.perf_counter() - started, 1)
     write_outputs(out, records, summary)
@@ -202,8 +206,9 @@ async def ask_all(stack: Stack, samples: Sequence[Sample], k: int, started: floa
     records: list[Record] = []
     for sample in samples:
         baselines = await TurnBaselines.build(sample.turns, stack.services.embedder)
-        bm25 = baselines.bm25([q.text for q in sample.questions], BASELINE_DEPTH)
-        dense = await baselines.dense([q.text for q in sample.questions], BASELINE_DEPTH)
+        depth = max(BASELINE_DEPTH, k + stack.settings.stm_capacity)  # >= our largest context
+        bm25 = baselines.bm25([q.text for q in sample.questions], depth)
+        dense = await baselines.dense([q.text for q in sample.questions], depth)
         done = 0
         for start in range(0, len(sample.questions), QUESTION_BATCH):
             batch = sample.questions[start : start + QUESTION_BATCH]

@@ -22,6 +22,7 @@ from streams.ports import (
     PERSONAS,
     USER_KNOWLEDGE,
     Filter,
+    FilterValue,
     Hit,
     Payload,
     Point,
@@ -148,9 +149,12 @@ def sparse_parts(sparse: SparseVector) -> tuple[list[int], list[float]]:
     return [index for index, _ in ordered], [float(value) for _, value in ordered]
 
 
-def match_pairs(user_id: str | None, where: Filter | None) -> list[tuple[str, str | int | bool]]:
-    """The exact-match conditions of a read: the user first, then ``where``."""
-    pairs: list[tuple[str, str | int | bool]] = []
+def match_pairs(user_id: str | None, where: Filter | None) -> list[tuple[str, FilterValue]]:
+    """The exact-match conditions of a read: the user first, then ``where``.
+
+    A list value matches any of its items (a page of any of the chosen segments).
+    """
+    pairs: list[tuple[str, FilterValue]] = []
     if user_id is not None:
         if not isinstance(user_id, str) or not user_id:
             raise StoreError(f"user_id must be a non-empty string, got {user_id!r}")
@@ -158,8 +162,11 @@ def match_pairs(user_id: str | None, where: Filter | None) -> list[tuple[str, st
     for key, value in (where or {}).items():
         if key == USER_ID:
             raise StoreError("pass the user as user_id, not inside where")
-        if not key or not isinstance(value, str | int | bool):
-            raise StoreError(f"where[{key!r}] must be a str, int or bool, got {value!r}")
+        is_list = isinstance(value, list) and all(isinstance(item, str) for item in value)
+        if not key or not (is_list or isinstance(value, str | int | bool)):
+            raise StoreError(
+                f"where[{key!r}] must be a str, int, bool or list of str, got {value!r}"
+            )
         pairs.append((key, value))
     return pairs
 

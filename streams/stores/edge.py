@@ -327,7 +327,10 @@ def _flush_and_close(shards: dict[str, qe.EdgeShard]) -> None:
 def _filter(user_id: str | None, where: Filter | None) -> qe.Filter:
     return qe.Filter(
         must=[
-            qe.FieldCondition(key=key, match=qe.MatchValue(value))
+            qe.FieldCondition(
+                key=key,
+                match=qe.MatchAny(value) if isinstance(value, list) else qe.MatchValue(value),
+            )
             for key, value in match_pairs(user_id, where)
         ]
     )

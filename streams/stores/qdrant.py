@@ -243,7 +243,12 @@ class QdrantStore:
 def _filter(user_id: str | None, where: Filter | None) -> models.Filter:
     return models.Filter(
         must=[
-            models.FieldCondition(key=key, match=models.MatchValue(value=value))
+            models.FieldCondition(
+                key=key,
+                match=models.MatchAny(any=value)
+                if isinstance(value, list)
+                else models.MatchValue(value=value),
+            )
             for key, value in match_pairs(user_id, where)
         ]
     )

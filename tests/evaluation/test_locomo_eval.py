@@ -236,6 +236,35 @@ def test_recall_rows_average_per_category() -> None:
     assert whole["mean_words"] == pytest.approx(10 * 7 / 5)
 
 
+def test_answers_are_scored_per_category_and_rendered() -> None:
+    def answered(category: int, answer: str | None, response: str) -> data.Record:
+        question = data.Question(0, category, "q?", answer, ("D1:1",))
+        return data.Record("s", question, response, 1, {"ours": data.Ranked([["D1:1"]], [4])})
+
+    records = [
+        answered(4, "Biscuit", "Biscuit"),
+        answered(4, "mental health", "health"),
+        answered(2, "7 May 2023", "8 May 2023"),
+        answered(5, None, "Not mentioned"),  # adversarial: no answer, not scored
+    ]
+    for record in records:
+        record.rankings |= {"bm25": record.rankings["ours"], "dense": data.Ranked([], [])}
+    scores = data.answer_scores(records)
+    assert scores is not None
+    assert scores["f1"]["single-hop"] == pytest.approx((1 + 2 / 3) / 2)
+    assert scores["f1"]["temporal"] == pytest.approx(2 / 3)
+    assert scores["f1"]["multi-hop"] is None
+    assert scores["bleu1"]["single-hop"] == pytest.approx((1 + math.exp(-1)) / 2)
+    assert data.answer_scores([answered(4, "x", "x")][:0]) is None
+
+    ingest = {"turns": 1, "seconds": 1.0, "idle": True, "mismatched_users": []}
+    meta = {"data": "tiny.json", "samples": ["s"], "k": 10, "llm": "openai", "embedder": "e",
+            "settings": {}, "elapsed_s": 1.0, "ingest": ingest}  # fmt: skip
+    markdown = locomo.render(meta | locomo.summarise(records))
+    assert "| ours | top 5 |" in markdown
+    assert "| f1 | - | 66.7 | - | 83.3 | 77.8 |" in markdown
+
+
 def test_bm25_tokens_drop_case_and_stopwords() -> None:
     assert locomo.tokens("The Puppy is named Biscuit, is it? A 2nd dog") == [
         "puppy",

@@ -107,6 +107,17 @@ async def test_where_filters(store: VectorStore) -> None:
         await store.search(PAGES, "alice", vector, 10, where={"user_id": "bob"})
 
 
+async def test_where_with_a_list_matches_any_of_its_values(store: VectorStore) -> None:
+    await seed(store)
+    vector = [1.0, 0.0, 0.0, 0.0]
+    hits = await store.search(PAGES, "alice", vector, 10, where={"kind": ["page", "note"]})
+    everything = await store.search(PAGES, "alice", vector, 10)
+    assert {hit.id for hit in hits} == {hit.id for hit in everything}
+    notes = await store.scroll(PAGES, "alice", where={"kind": ["note"]})
+    assert [p.payload["key"] for p in notes] == ["a3"]
+    assert await store.count(PAGES, "alice", where={"kind": []}) == 0
+
+
 async def test_retrieve_scroll_count(store: VectorStore) -> None:
     await seed(store)
     unknown = pid("nobody")

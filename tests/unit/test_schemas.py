@@ -46,6 +46,7 @@ def test_naive_timestamp_is_utc() -> None:
         ({"query": "x" * (MAX_TEXT_CHARS + 1)}, "query"),
         ({"meta": {"blob": "x" * MAX_META_BYTES}}, "meta"),
         ({"meta": [1, 2]}, "meta"),
+        ({"meta": {"big": 2**70}}, "meta"),
         ({"unexpected": 1}, "unexpected"),
     ],
 )
