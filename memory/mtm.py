@@ -175,9 +175,16 @@ class MidTermState:
     def hot_segments(self, tau: float, now: float, params: HeatParams) -> list[str]:
         """Segments whose heat is strictly above ``tau`` (paper: they update the persona).
 
+        Only segments with pages not yet transferred (L_interaction > 0) qualify: after a
+        transfer L_interaction is 0, and a segment kept hot by its visits alone would otherwise
+        re-send the same pages to the persona on every event, learning nothing new.
         Hottest first, ties by id.
         """
-        heats = {sid: stats.heat(now, params) for sid, stats in self.segments.items()}
+        heats = {
+            sid: stats.heat(now, params)
+            for sid, stats in self.segments.items()
+            if stats.l_interaction > 0
+        }
         hot = [sid for sid, value in heats.items() if value > tau]
         return sorted(hot, key=lambda sid: (-heats[sid], sid))
 

@@ -58,3 +58,29 @@ def rank_pages(
 
 def _page_key(page: PageCandidate) -> tuple[float, str, str]:
     return (-page.similarity, page.page_id, page.segment_id)
+
+
+def fuse_rankings(
+    rankings: Sequence[Sequence[PageCandidate]], k: int, rrf_k: int = 60
+) -> list[PageCandidate]:
+    """Reciprocal-rank fusion of page rankings: score = sum of 1 / (rrf_k + rank), rank from 1.
+
+    A page's segment is taken from its first appearance; its similarity becomes the fused
+    score. Ties go to the smaller page id, so the result is deterministic.
+    """
+    if k <= 0:
+        return []
+    scores: dict[str, float] = {}
+    first: dict[str, PageCandidate] = {}
+    for ranking in rankings:
+        seen: set[str] = set()
+        for rank, page in enumerate(ranking, start=1):
+            if page.page_id in seen:
+                continue
+            seen.add(page.page_id)
+            scores[page.page_id] = scores.get(page.page_id, 0.0) + 1.0 / (rrf_k + rank)
+            first.setdefault(page.page_id, page)
+    ordered = sorted(scores, key=lambda page_id: (-scores[page_id], page_id))[:k]
+    return [
+        PageCandidate(page_id, first[page_id].segment_id, scores[page_id]) for page_id in ordered
+    ]

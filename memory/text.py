@@ -6,7 +6,6 @@ The same ``tokenize`` feeds the keyword Jaccard of the paper's F-score and the s
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 import zlib
@@ -136,6 +135,11 @@ def token_index(token: str) -> int:
     return zlib.crc32(token.encode("utf-8")) & 0x7FFFFFFF
 
 
+BM25_K1 = 1.2
+BM25_B = 0.75
+BM25_AVGDL = 24.0
+
+
 def lexical_vector(text: str) -> dict[int, float]:
     """A sparse term-frequency vector of ``text`` for a Qdrant sparse vector.
 
@@ -145,7 +149,9 @@ def lexical_vector(text: str) -> dict[int, float]:
     Two tokens whose indices collide share one entry (their counts add up).
     """
     counts = Counter(token_index(token) for token in tokenize(text))
-    return {index: 1.0 + math.log(count) for index, count in sorted(counts.items())}
+    length = sum(counts.values())
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / BM25_AVGDL)
+    return {i: c * (BM25_K1 + 1) / (c + norm) for i, c in sorted(counts.items())}
 
 
 def normalize_fact(text: str) -> str:

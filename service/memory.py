@@ -16,7 +16,7 @@ from agents.context import Services, user_key
 from memory.heat import heat
 from memory.mtm import MidTermState
 from memory.prompt import build_prompt, prompt_texts
-from memory.retrieval import PageCandidate, rank_pages, rank_segments
+from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segments
 from memory.scoring import SegmentCandidate
 from memory.text import keyword_set, query_keywords
 from schemas.codec import dumps
@@ -88,19 +88,11 @@ class MemoryService:
             candidates, keyword_set(query_keywords(query)), settings.retrieve_segments
         )
         segment_ids = [segment_id for segment_id, _ in ranked]
-        # One ranking over the chosen segments' pages: per-segment searches would give each
-        # segment's best page the same fused score, whatever its relevance.
-        hits = await repo.search_pages(user_id, vector, query, segment_ids, k)
-        pages = {page.page_id: page for _, page in hits}
-        found = [
-            PageCandidate(page.page_id, str(hit.payload["segment_id"]), hit.score)
-            for hit, page in hits
-        ]
-        chosen = rank_pages(found, set(segment_ids), k)
-        if segment_ids:
-            hit_event = RetrievalHit(
-                user_id=user_id, segment_ids=segment_ids, at=services.clock.now()
-            )
+        chosen, pages = await self._mid_term_pages(user_id, vector, query, segment_ids, k)
+        # Every segment that contributed is "retrieved": N_visit + 1 and a fresh access time.
+        visited = list(dict.fromkeys([*segment_ids, *(c.segment_id for c in chosen)]))
+        if visited:
+            hit_event = RetrievalHit(user_id=user_id, segment_ids=visited, at=services.clock.now())
             await self.sink.send(RETRIEVALS, user_key(user_id), dumps(hit_event))
         return Retrieved(
             short_term=short_term,
@@ -108,8 +100,29 @@ class MemoryService:
             persona=persona,
             user_knowledge=[(str(h.payload["text"]), h.score) for h in knowledge],
             agent_traits=[(str(h.payload["text"]), h.score) for h in traits],
-            segment_ids=segment_ids,
+            segment_ids=visited,
         )
+
+    async def _mid_term_pages(
+        self, user_id: str, vector: list[float], query: str, segment_ids: list[str], k: int
+    ) -> tuple[list[PageCandidate], dict[str, Page]]:
+        """The paper's stage 2 (top k pages of the chosen segments, one hybrid ranking, so
+        scores compare across segments), fused in ``fused`` mode with a hybrid search over all
+        MTM pages, which catches evidence in segments that F did not rank in the top m."""
+        repo = self.services.repo
+        searches = [repo.search_pages(user_id, vector, query, segment_ids, k)]
+        if self.services.settings.mtm_retrieval == "fused":
+            searches.append(repo.search_pages(user_id, vector, query, None, k, lexical_only=True))
+        results = await asyncio.gather(*searches)
+        pages = {page.page_id: page for hits in results for _, page in hits}
+        rankings = [
+            [PageCandidate(p.page_id, str(h.payload["segment_id"]), h.score) for h, p in hits]
+            for hits in results
+        ]
+        paper = rank_pages(rankings[0], set(segment_ids), k)
+        if len(rankings) == 1:
+            return paper, pages
+        return fuse_rankings([paper, rankings[1]], k), pages
 
     async def respond(self, user_id: str, query: str) -> tuple[str, Retrieved, dict[str, int]]:
         memory = await self.retrieve(user_id, query)

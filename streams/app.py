@@ -23,6 +23,7 @@ from agents.segment import SegmentAgent
 from agents.stm import ShortTermAgent
 from schemas.records import EvictedPage, PageEvent, PersonaJob, UserForgotten
 from schemas.turn import TurnEvent
+from streams.faust_transport import ShortWaitApp
 from streams.settings import Settings
 
 TURNS = "memoryos.turns"
@@ -53,8 +54,9 @@ class MemoryApp:
 
 
 def create_app(settings: Settings, services: Services, broker_url: str) -> MemoryApp:
-    app = faust.App(
+    app = ShortWaitApp(
         settings.app_id,
+        fetch_max_wait_ms=settings.consumer_fetch_max_wait_ms,
         broker=broker_url,
         store="memory://",
         web_enabled=False,  # our own HTTP server serves health and metrics; no /table endpoint

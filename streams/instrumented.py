@@ -125,10 +125,11 @@ class InstrumentedStore:
         where: Filter | None = None,
         sparse: SparseVector | None = None,
         with_vectors: bool = False,
+        lexical_only: bool = False,
     ) -> list[Hit]:
         async with self._timed("search"):
             return await self.inner.search(
-                collection, user_id, vector, limit, where, sparse, with_vectors
+                collection, user_id, vector, limit, where, sparse, with_vectors, lexical_only
             )
 
     async def retrieve(

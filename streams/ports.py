@@ -93,8 +93,10 @@ class VectorStore(Protocol):
         where: Filter | None = None,
         sparse: SparseVector | None = None,
         with_vectors: bool = False,
+        lexical_only: bool = False,
     ) -> list[Hit]:
-        """Nearest points of one user; with ``sparse`` the dense and lexical lists are fused."""
+        """Nearest points of one user; with ``sparse`` the dense and lexical lists are fused
+        (``lexical_only``: ranked by the sparse vector alone)."""
         ...
 
     async def retrieve(

@@ -21,6 +21,7 @@ from streams.ports import (
     PERSONAS,
     SEGMENTS,
     USER_KNOWLEDGE,
+    Filter,
     Hit,
     Point,
     VectorStore,
@@ -95,19 +96,23 @@ class MemoryRepository:
         user_id: str,
         vector: Sequence[float],
         text: str,
-        segment_ids: Sequence[str],
+        segment_ids: Sequence[str] | None,
         limit: int,
+        lexical_only: bool = False,
     ) -> list[tuple[Hit, Page]]:
-        """One hybrid ranking over the pages of these segments (scores comparable across them)."""
-        if not segment_ids:
+        """One hybrid ranking over the pages of these segments (scores comparable across
+        them), or over all the user's MTM pages when ``segment_ids`` is None."""
+        if segment_ids is not None and not segment_ids:
             return []
+        where: Filter = {"tier": MTM} if segment_ids is None else {"segment_id": list(segment_ids)}
         hits = await self.store.search(
             PAGES,
             user_id,
             vector,
             limit,
-            where={"segment_id": list(segment_ids)},
+            where=where,
             sparse=lexical_vector(text),
+            lexical_only=lexical_only,
         )
         return [(hit, _page_from(hit.payload, None)) for hit in hits]
 

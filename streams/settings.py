@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     retrieve_segments: int = Field(5, ge=1, le=200, description="top m segments by F")
     retrieve_pages: int = Field(10, ge=1, le=1000, description="top k pages inside them")
     retrieve_lpm: int = Field(10, ge=1, le=1000, description="top user KB / agent traits")
+    mtm_retrieval: Literal["paper", "fused"] = Field(
+        "fused",
+        description="paper: top k pages of the top m segments; fused: that ranking fused (RRF) "
+        "with a hybrid search over all the user's MTM pages",
+    )
     segment_vector: Literal["centroid", "summary"] = Field(
         "centroid",
         description="segment embedding: mean of its page vectors, or the summary's embedding",
@@ -99,6 +104,9 @@ class Settings(BaseSettings):
     )
     consumer_rebalance_timeout_s: float = Field(
         3.0, ge=1.0, description="how long a rebalance waits for members (also the first join)"
+    )
+    consumer_fetch_max_wait_ms: int = Field(
+        100, ge=1, le=10_000, description="longest a consumer fetch waits for new records"
     )
     app_id: str = Field("memoryos", min_length=1, description="Faust app id / consumer group")
 

@@ -236,8 +236,8 @@ def plan_calls(per_turn: dict[str, float], turns: int) -> list[str]:
         counts[task] += 1
     order = ("continuity", "topics", "segment_summary", "user_traits", "user_knowledge",
              "agent_traits")  # fmt: skip
-    return [task for task in sorted(counts, key=lambda t: (t not in order, t))
-            for _ in range(counts[task])]  # fmt: skip
+    ranked = sorted(counts, key=lambda t: (order.index(t) if t in order else len(order), t))
+    return [task for task in ranked for _ in range(counts[task])]
 
 
 async def sequential_baseline(

@@ -34,13 +34,16 @@ def goals(result: dict[str, Any]) -> list[dict[str, Any]]:
          "value": f"{ingest['ratio_to_ceiling']:.0%}",
          "met": ingest["ratio_to_ceiling"] >= GOAL_INGEST_RATIO},
     ]  # fmt: skip
-    for c, ratio, speedup in zip(
-        llm["concurrency"], llm["bound_ratio"], llm["speedup_vs_sequential"], strict=True
-    ):
+    for c, ratio in zip(llm["concurrency"], llm["bound_ratio"], strict=True):
         rows.append({"goal": f"C={c}, {llm['latency_ms']} ms/call: >= {GOAL_BOUND_RATIO:.0%} "
                              "of the concurrency bound",
                      "value": f"{ratio:.0%}", "met": ratio >= GOAL_BOUND_RATIO})  # fmt: skip
-        rows.append({"goal": f"C={c}: >= {GOAL_SPEEDUP:.0f}x the sequential baseline",
+    if llm["concurrency"]:
+        # at C calls in flight the speed-up over one call at a time is at most C: the 20x
+        # goal can only be met at the largest C measured
+        c, speedup = llm["concurrency"][-1], llm["speedup_vs_sequential"][-1]
+        rows.append({"goal": f"C={c}: >= {GOAL_SPEEDUP:.0f}x the sequential baseline "
+                             f"(at most {c}x even at 100% of the bound)",
                      "value": f"{speedup:.1f}x", "met": speedup >= GOAL_SPEEDUP})  # fmt: skip
     size = (retrieve["users"], retrieve["turns_per_user"])
     note = "" if size == GOAL_SIZE else f" (measured at {size[0]} x {size[1]}, not the goal size)"

@@ -148,7 +148,6 @@ class EdgeStore:
         where: Filter | None = None,
         sparse: SparseVector | None = None,
         with_vectors: bool = False,
-        *,
         lexical_only: bool = False,
     ) -> list[Hit]:
         """Nearest points of one user.

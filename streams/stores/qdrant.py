@@ -109,7 +109,6 @@ class QdrantStore:
         where: Filter | None = None,
         sparse: SparseVector | None = None,
         with_vectors: bool = False,
-        *,
         lexical_only: bool = False,
     ) -> list[Hit]:
         """Nearest points of one user; see ``EdgeStore.search`` for ``sparse``/``lexical_only``."""

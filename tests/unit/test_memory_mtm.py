@@ -188,6 +188,18 @@ def test_hot_segments_with_paper_parameters() -> None:
     assert state.hot_segments(5.0, now=100.0, params=PAPER) == ["s1"]
 
 
+def test_a_segment_hot_from_visits_alone_does_not_update_the_persona_again() -> None:
+    state = state_with(
+        SegmentStats("s1", last_access=0.0, created_at=0.0, n_visit=9, l_interaction=2)
+    )
+    assert state.hot_segments(5.0, now=0.0, params=COUNTS_ONLY) == ["s1"]
+    state.reset_interaction("s1")
+    state.record_visits(["s1"], now=1.0)
+    assert state.hot_segments(5.0, now=1.0, params=COUNTS_ONLY) == [], "nothing new to learn"
+    state.add_page("s1", "fresh", now=2.0, created=False)
+    assert state.hot_segments(5.0, now=2.0, params=COUNTS_ONLY) == ["s1"]
+
+
 def test_reset_interaction_keeps_visits() -> None:
     state = state_with(
         SegmentStats("s1", last_access=7.0, created_at=0.0, n_visit=3, l_interaction=6)
