@@ -141,12 +141,13 @@ BM25_AVGDL = 24.0
 
 
 def lexical_vector(text: str) -> dict[int, float]:
-    """A sparse term-frequency vector of ``text`` for a Qdrant sparse vector.
+    """A sparse BM25 term-weight vector of ``text`` for a Qdrant sparse vector.
 
     The collection's sparse vector uses Qdrant's IDF modifier, which computes the inverse
-    document frequency server-side over the stored points; we supply only the TF part,
-    dampened as 1 + log(tf) so a word repeated ten times does not outweigh ten words.
-    Two tokens whose indices collide share one entry (their counts add up).
+    document frequency server-side over the stored points; we supply BM25's saturated term
+    frequency, tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl)), with a fixed average
+    length since a page cannot know the collection's. Measured on LoCoMo this beat 1 + log(tf)
+    (see README). Two tokens whose indices collide share one entry (their counts add up).
     """
     counts = Counter(token_index(token) for token in tokenize(text))
     length = sum(counts.values())
