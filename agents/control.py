@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
-from agents.runtime import BatchRunner, Consumed
+from agents.runtime import BatchRunner
 from schemas.records import UserForgotten
 
 
@@ -19,14 +19,11 @@ class ControlAgent:
         self.runner = runner
 
     async def process(self, events: Sequence[Any]) -> None:
-        items = await self.runner.decode_batch(events)
+        await self.runner.process(
+            events, lambda event: event.user_id, lambda e: self.forget(e.user_id)
+        )
 
-        async def handle(item: Consumed[UserForgotten]) -> None:
-            self.forget(item.record.user_id)
-
-        await self.runner.run(items, lambda event: event.user_id, handle)
-
-    def forget(self, user_id: str) -> None:
+    async def forget(self, user_id: str) -> None:
         for table in self.tables:
             if user_id in table:
                 # Faust turns a deletion into a changelog tombstone, so recovery forgets too.

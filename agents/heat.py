@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field, RootModel
 
 from agents.context import Send, Services, user_key
-from agents.runtime import BatchRunner, Consumed
+from agents.runtime import BatchRunner
 from memory.mtm import AddOutcome, MidTermState
 from schemas.codec import dumps
 from schemas.records import PersonaJob, RetrievalHit, SegmentChange
@@ -35,12 +35,9 @@ class HeatAgent:
         self.runner = runner
 
     async def process(self, events: Sequence[Any]) -> None:
-        items = await self.runner.decode_batch(events)
-
-        async def handle(item: Consumed[HeatEvent]) -> None:
-            await self.apply(item.record.root)
-
-        await self.runner.run(items, lambda event: event.root.user_id, handle)
+        await self.runner.process(
+            events, lambda event: event.root.user_id, lambda e: self.apply(e.root)
+        )
 
     async def apply(self, event: SegmentChange | RetrievalHit) -> None:
         services, settings = self.services, self.services.settings

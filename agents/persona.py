@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agents.context import Services
-from agents.runtime import BatchRunner, Consumed
+from agents.runtime import BatchRunner
 from memory.persona import append_facts, merge_traits
 from schemas.records import Persona, PersonaJob
 from streams.llm.prompts import dialogue_text
@@ -21,12 +21,7 @@ class PersonaAgent:
         self.runner = runner
 
     async def process(self, events: Sequence[Any]) -> None:
-        items = await self.runner.decode_batch(events)
-
-        async def handle(item: Consumed[PersonaJob]) -> None:
-            await self.update(item.record)
-
-        await self.runner.run(items, lambda job: job.user_id, handle)
+        await self.runner.process(events, lambda job: job.user_id, self.update)
 
     async def update(self, job: PersonaJob) -> None:
         services, settings = self.services, self.services.settings

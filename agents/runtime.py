@@ -152,6 +152,19 @@ class BatchRunner(Generic[Model]):
             )
         return decoded
 
+    async def process(
+        self,
+        events: Sequence[Any],
+        user_of: Callable[[Model], str],
+        act: Callable[[Model], Awaitable[None]],
+    ) -> None:
+        """Decode a batch and apply ``act`` to each record: the whole body of most agents."""
+
+        async def handle(item: Consumed[Model]) -> None:
+            await act(item.record)
+
+        await self.run(await self.decode_batch(events), user_of, handle)
+
     async def run(
         self,
         items: Sequence[Consumed[Model]],

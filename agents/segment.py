@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agents.context import Send, Services, user_key
-from agents.runtime import BatchRunner, Consumed
+from agents.runtime import BatchRunner
 from memory import ids
 from memory.scoring import SegmentCandidate, choose_segment
 from memory.segments import centroid_update, merge_keywords
@@ -29,12 +29,9 @@ class SegmentAgent:
         self.runner = runner
 
     async def process(self, events: Sequence[Any]) -> None:
-        items = await self.runner.decode_batch(events)
-
-        async def handle(item: Consumed[EvictedPage]) -> None:
-            await self.assign(item.record.page)
-
-        await self.runner.run(items, lambda event: event.page.user_id, handle)
+        await self.runner.process(
+            events, lambda event: event.page.user_id, lambda e: self.assign(e.page)
+        )
 
     async def assign(self, page: Page) -> None:
         services = self.services

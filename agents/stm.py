@@ -6,7 +6,7 @@ from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from agents.context import Send, Services, user_key
-from agents.runtime import BatchRunner, Consumed
+from agents.runtime import BatchRunner
 from memory.stm import push_page
 from schemas.codec import dumps
 from schemas.records import EvictedPage, Page, PageEvent
@@ -29,12 +29,9 @@ class ShortTermAgent:
         self.runner = runner
 
     async def process(self, events: Sequence[Any]) -> None:
-        items = await self.runner.decode_batch(events)
-
-        async def handle(item: Consumed[PageEvent]) -> None:
-            await self.push(item.record.page)
-
-        await self.runner.run(items, lambda event: event.page.user_id, handle)
+        await self.runner.process(
+            events, lambda event: event.page.user_id, lambda e: self.push(e.page)
+        )
 
     async def push(self, page: Page) -> None:
         user_id = page.user_id

@@ -135,14 +135,17 @@ async def test_users_overlap_while_each_user_keeps_order(
 
     async def slow(previous: Page | None, current: Page) -> ContinuityVerdict:
         started = time.monotonic()
-        await asyncio.sleep(0.3)  # a slow model
+        # A slow model; the blocker holds the agent so the next turns queue up into one batch.
+        await asyncio.sleep(2.0 if current.user_id == "para-blocker" else 0.3)
         verdict = await real(previous, current)
         calls.append((current.user_id, int(current.turn_id[1:]), started, time.monotonic()))
         return verdict
 
     monkeypatch.setattr(llm, "continuity", slow)
-    turns = make_turns("para-a", HIKING[:4]) + make_turns("para-b", HIKING[:4])
-    await service(stack).add_turns(turns)
+    await service(stack).add_turns(make_turns("para-blocker", HIKING[:1]))
+    await asyncio.sleep(0.5)
+    a_turns, b_turns = make_turns("para-a", HIKING[:4]), make_turns("para-b", HIKING[:4])
+    await service(stack).add_turns([t for pair in zip(a_turns, b_turns, strict=True) for t in pair])
     assert await stack.wait_idle(120)
     for user in ("para-a", "para-b"):
         mine = [c for c in calls if c[0] == user]
