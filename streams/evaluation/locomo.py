@@ -115,6 +115,7 @@ def samples_meta(
                 "retrieve_segments",
                 "retrieve_pages",
                 "segment_vector",
+                "mtm_retrieval",
             )
         },
         "ingest": {
