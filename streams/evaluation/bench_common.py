@@ -71,7 +71,7 @@ def parts(stack: Stack) -> tuple[MemoryService, Services]:
 
 
 async def wait_placed(
-    services: Services, pages: int, mtm_pages: int, timeout_s: float, every_s: float = 0.05
+    services: Services, pages: int, mtm_pages: int, timeout_s: float, every_s: float = 0.1
 ) -> float | None:
     """``time.monotonic()`` when the store holds ``pages`` pages, ``mtm_pages`` of them in MTM.
 

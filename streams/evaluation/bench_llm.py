@@ -42,9 +42,14 @@ from streams.llm.openai_llm import OpenAILLM
 from streams.settings import Settings
 
 _SERVER = """
-import collections, json, sys
+import collections, json, socket, sys
 from tests.support.fake_openai import FakeOpenAI
 server = FakeOpenAI(latency_s=float(sys.argv[1])).start()
+# uvicorn serving a pre-bound socket leaves Nagle on: every keep-alive request then stalls
+# ~40 ms on the client's delayed ACK. Accepted sockets inherit TCP_NODELAY from the listener.
+listener = getattr(server, "_socket", None)
+if listener is not None:
+    listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 print(json.dumps({"base_url": server.base_url}), flush=True)
 for line in sys.stdin:
     command = line.strip()

@@ -81,7 +81,8 @@ def tables(result: dict[str, Any]) -> list[str]:
     busy = sorted(ingest["busy_s"].items(), key=lambda kv: -kv[1])
     lines += ["", f"Where the {ingest['placed_s']:.1f} s of ingest went (summed time inside "
               "each stage per event, concurrent events overlap; embedding and LLM are "
-              "included in their stage):", ""]  # fmt: skip
+              "included in their stage, and embedding time includes waiting for the model):",
+              ""]  # fmt: skip
     lines += _table(["component", "busy s", "share of wall time"],
                     [(name, f"{s:.1f}", f"{s / max(ingest['placed_s'], 1e-9):.0%}")
                      for name, s in busy])  # fmt: skip
@@ -168,7 +169,8 @@ def markdown(result: dict[str, Any]) -> str:
         "instance, in batches of the configured size;",
         "- ratio to ceiling: turns/s x texts embedded per turn (embedding histogram) / ceiling;",
         "- LLM runs: until the pages are placed and the last LLM call has answered; calls per "
-        "turn from the fake server's request log; bound = C / (L x calls per turn);",
+        "turn from the fake server's request log; bound = C / (L x calls per turn), so the "
+        "share of the bound is also the mean number of calls in flight over C;",
         "- retrieve and respond: one call at a time after a warm-up, random users, "
         f"{retrieve['distinct_queries']} distinct queries;",
         "- read-your-writes: add_turns, then retrieve polled every 5 ms until the turn is in "
