@@ -105,14 +105,11 @@ class MemoryRepository:
         if segment_ids is not None and not segment_ids:
             return []
         where: Filter = {"tier": MTM} if segment_ids is None else {"segment_id": list(segment_ids)}
+        sparse = lexical_vector(text)
+        if lexical_only and not sparse:
+            return []  # a text of stop words only: nothing to match lexically
         hits = await self.store.search(
-            PAGES,
-            user_id,
-            vector,
-            limit,
-            where=where,
-            sparse=lexical_vector(text),
-            lexical_only=lexical_only,
+            PAGES, user_id, vector, limit, where=where, sparse=sparse, lexical_only=lexical_only
         )
         return [(hit, _page_from(hit.payload, None)) for hit in hits]
 

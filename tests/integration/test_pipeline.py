@@ -217,3 +217,11 @@ async def test_forgetting_a_user_leaves_nothing_and_in_flight_turns_do_not_retur
     memory = await service(stack).get_memory("leaver")
     assert [p["turn_id"] for p in memory["short_term"]] == ["new000"]
     assert memory["short_term"][0]["chain"]["prev"] is None
+
+
+async def test_a_query_of_stop_words_only_still_retrieves(stack: Stack) -> None:
+    await service(stack).add_turns(make_turns("quiet", HIKING[:5]))
+    assert await stack.wait_idle(120)
+    memory = await service(stack).retrieve("quiet", "the and of?")
+    assert memory.short_term, "STM is returned whatever the query"
+    assert memory.mid_term, "dense search still ranks mid-term pages"

@@ -14,9 +14,10 @@ from streams.settings import load_settings
 from streams.stack import Stack
 from tests.support.stacks import FAST_GROUP, eventually
 
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
+pytestmark = [pytest.mark.integration]
 
 
+@pytest.mark.asyncio
 async def test_worker_and_service_replica_cooperate_through_kafka(tmp_path: Path) -> None:
     with EmbeddedBroker(free_port()) as broker:
         settings = load_settings(data_dir=tmp_path, broker_url=broker.url, port=0, **FAST_GROUP)
