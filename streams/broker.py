@@ -75,8 +75,14 @@ class EmbeddedBroker:
             listener,
         ]
         output = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
+        # A session of its own: Ctrl-C in a terminal signals the whole foreground group, and
+        # the broker must outlive the drain that follows; we stop it ourselves, last.
         self._process = subprocess.Popen(
-            command, stdout=output, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            command,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout_s
         while not port_is_open("127.0.0.1", self.port):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
 from typing import Any, Literal
 
 import uvicorn
@@ -186,27 +187,44 @@ class Stack:
         return await self.lag.wait_idle(timeout_s)
 
     async def stop(self, drain_timeout_s: float | None = None) -> None:
-        drain_timeout_s = (
-            self.settings.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
-        )
-        if self._server is not None:
-            self._server.should_exit = True
-            if self._server_task is not None:
-                await self._server_task
-        if self._lag_task is not None:
-            self._lag_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._lag_task
-        if self._kafka_sink is not None:
-            await self._kafka_sink.stop()
-        if self.lag is not None:
-            # The embedded broker forgets everything: finish what is in flight first.
-            if self.broker is not None and not await self.lag.wait_idle(drain_timeout_s):
-                log.warning("stopping with work still in flight after %s s", drain_timeout_s)
-            await self.lag.stop()
-        if self.memory_app is not None:
-            await self.memory_app.app.stop()
-        if self.services is not None and self._owns_services:
-            await close_services(self.services)
-        if self.broker is not None:
-            await asyncio.to_thread(self.broker.stop)
+        """Stop in order: HTTP, drain, worker, ports, broker.
+
+        Every step is bounded and a failing step does not skip the later ones, so the broker
+        child is always stopped and the process always exits.
+        """
+        drain_s = self.settings.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
+        try:
+            if self._server is not None:
+                self._server.should_exit = True
+                await self._bounded("http", self._server_task)
+            if self._lag_task is not None:
+                self._lag_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._lag_task
+            if self._kafka_sink is not None:
+                await self._bounded("producer", self._kafka_sink.stop())
+            if self.lag is not None:
+                if self.broker is not None:  # it forgets everything: finish work in flight
+                    await self._bounded("drain", self._drain(drain_s), drain_s + 5)
+                await self._bounded("lag probe", self.lag.stop())
+            if self.memory_app is not None:
+                await self._bounded("worker", self.memory_app.app.stop(), 30)
+            if self.services is not None and self._owns_services:
+                await self._bounded("ports", close_services(self.services))
+        finally:
+            if self.broker is not None:
+                await asyncio.to_thread(self.broker.stop)
+
+    async def _drain(self, timeout_s: float) -> None:
+        assert self.lag is not None
+        if not await self.lag.wait_idle(timeout_s):
+            log.warning("stopping with work still in flight after %s s", timeout_s)
+
+    @staticmethod
+    async def _bounded(what: str, step: Awaitable[Any] | None, timeout_s: float = 15) -> None:
+        if step is None:
+            return
+        try:
+            await asyncio.wait_for(step, timeout_s)
+        except Exception as exc:
+            log.warning("stop: %s failed or timed out: %r", what, exc)

@@ -116,8 +116,9 @@ class UpProcess:
             command += ["--broker", self.broker]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
+            # Its own process group, so `interrupt` can do what Ctrl-C in a terminal does.
             self.process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, env=self.env
+                command, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
             )
 
     async def wait_ready(self, timeout_s: float = 90.0) -> None:
@@ -143,6 +144,12 @@ class UpProcess:
     def terminate(self, timeout_s: float = 60.0) -> int:
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout_s)
+
+    def interrupt(self, timeout_s: float = 90.0) -> int:
+        """Ctrl-C as a terminal sends it: SIGINT to the whole foreground process group."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGINT)
         return self.process.wait(timeout=timeout_s)
 
     def kill(self) -> None:
