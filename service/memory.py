@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from agents.context import Services, user_key
@@ -201,6 +202,4 @@ class MemoryService:
 
 
 def _iso(seconds: float) -> str:
-    from datetime import UTC, datetime
-
     return datetime.fromtimestamp(seconds, UTC).isoformat()

@@ -2,6 +2,7 @@
 
 turns -> chain -> pages -> stm -> stm-evicted -> segment -> segments -> heat -> persona
                                        retrievals (from the response service) -^
+control (user deletions, from the service) -> control agent: drops the user's table entries
 No module holds a global app; `create_app` can build several, each with its own services.
 """
 
