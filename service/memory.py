@@ -73,8 +73,10 @@ class MemoryService:
         k = top_k or settings.retrieve_pages
         vector = (await services.embedder.embed([query]))[0]
         short_term, nearest, persona, knowledge, traits = await asyncio.gather(
-            repo.stm_pages(user_id),
-            repo.nearest_segments(user_id, vector, settings.retrieve_segments * SEGMENT_POOL),
+            repo.stm_pages(user_id, with_vectors=False),
+            repo.nearest_segments(
+                user_id, vector, settings.retrieve_segments * SEGMENT_POOL, with_vectors=False
+            ),
             repo.load_persona(user_id),
             repo.search_facts(user_id, "user_knowledge", vector, query, settings.retrieve_lpm),
             repo.search_facts(user_id, "agent_traits", vector, query, settings.retrieve_lpm),
@@ -155,7 +157,7 @@ class MemoryService:
     async def get_memory(self, user_id: str) -> dict[str, Any]:
         repo, now = self.services.repo, self.services.clock.now()
         short_term, segments, heat_doc, persona, mtm_points = await asyncio.gather(
-            repo.stm_pages(user_id),
+            repo.stm_pages(user_id, with_vectors=False),
             repo.all_segments(user_id),
             repo.load_doc(user_id, HEAT_DOC),
             repo.load_persona(user_id),

@@ -81,10 +81,11 @@ class MemoryRepository:
         points = await self.store.retrieve(PAGES, page_ids)
         return {point.id: str(point.payload.get("tier")) for point in points}
 
-    async def stm_pages(self, user_id: str) -> list[Page]:
-        points = await self.store.scroll(PAGES, user_id, {"tier": STM}, with_vectors=True)
+    async def stm_pages(self, user_id: str, with_vectors: bool = True) -> list[Page]:
+        """The STM window in order; readers that only show pages skip the vectors."""
+        points = await self.store.scroll(PAGES, user_id, {"tier": STM}, with_vectors=with_vectors)
         points.sort(key=lambda p: int(p.payload.get("seq", 0)))
-        return [_page_from(p.payload, p.vector) for p in points]
+        return [_page_from(p.payload, p.vector if with_vectors else None) for p in points]
 
     async def pages_of_segment(self, user_id: str, segment_id: str) -> list[Page]:
         points = await self.store.scroll(PAGES, user_id, {"segment_id": segment_id})
@@ -124,9 +125,9 @@ class MemoryRepository:
         await self.store.upsert(SEGMENTS, [Point(segment.segment_id, vector, payload)])
 
     async def nearest_segments(
-        self, user_id: str, vector: Sequence[float], limit: int
+        self, user_id: str, vector: Sequence[float], limit: int, with_vectors: bool = True
     ) -> list[tuple[float, StoredSegment]]:
-        hits = await self.store.search(SEGMENTS, user_id, vector, limit, with_vectors=True)
+        hits = await self.store.search(SEGMENTS, user_id, vector, limit, with_vectors=with_vectors)
         return [(hit.score, self._segment(hit.payload, hit.vector or [])) for hit in hits]
 
     async def get_segments(self, segment_ids: Sequence[str]) -> list[StoredSegment]:

@@ -48,6 +48,11 @@ class CollectionSpec:
     lexical: bool
 
 
+# Payload fields besides user_id that reads filter on: indexed so those filters stay cheap
+# (measured: a page search inside chosen segments 4.9 ms -> 0.5 ms at 100 users x 300 pages).
+KEYWORD_FIELDS: dict[str, tuple[str, ...]] = {"pages": ("tier", "segment_id")}
+
+
 def collection_specs(dim: int) -> dict[str, CollectionSpec]:
     """The five collections for an embedder of ``dim`` dimensions."""
     if dim < 1:

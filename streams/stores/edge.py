@@ -27,6 +27,7 @@ from streams.errors import StoreError
 from streams.ports import Filter, Hit, Point, SparseVector
 from streams.stores.common import (
     DENSE,
+    KEYWORD_FIELDS,
     LEXICAL,
     RRF_K,
     SCROLL_PAGE,
@@ -279,10 +280,11 @@ def _open_shard(path: Path, spec: CollectionSpec) -> qe.EdgeShard:
             f"{exc}. A folder made with another MEMORYOS_EMBEDDER or MEMORYOS_EMBEDDING_DIM "
             "cannot be reused; point MEMORYOS_DATA_DIR elsewhere."
         ) from exc
-    with store_errors("edge", f"index {USER_ID} in {spec.name}"):
-        if USER_ID not in shard.info().payload_schema:
-            schema = qe.PayloadSchemaType.Keyword
-            shard.update(qe.UpdateOperation.create_field_index(USER_ID, schema))
+    for field in (USER_ID, *KEYWORD_FIELDS.get(spec.name, ())):
+        with store_errors("edge", f"index {field} in {spec.name}"):
+            if field not in shard.info().payload_schema:
+                schema = qe.PayloadSchemaType.Keyword
+                shard.update(qe.UpdateOperation.create_field_index(field, schema))
     return shard
 
 

@@ -18,6 +18,7 @@ from streams.errors import StoreError
 from streams.ports import Filter, Hit, Point, SparseVector
 from streams.stores.common import (
     DENSE,
+    KEYWORD_FIELDS,
     LEXICAL,
     RRF_K,
     SCROLL_PAGE,
@@ -227,6 +228,10 @@ class QdrantStore:
                 ),
                 wait=True,
             )
+            for field in KEYWORD_FIELDS.get(spec.name, ()):
+                await self._client.create_payload_index(
+                    spec.name, field, field_schema=models.PayloadSchemaType.KEYWORD, wait=True
+                )
 
     async def _check_existing(self, spec: CollectionSpec) -> None:
         info = await self._client.get_collection(spec.name)
