@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import psutil  # type: ignore[import-untyped]
 
 from agents.context import Services
 from service.memory import MemoryService
-from streams.broker import free_port
 from streams.ports import PAGES
 from streams.repository import MTM
-from streams.settings import Settings
 from streams.stack import Stack
 
 _STARTED = time.perf_counter()
@@ -27,29 +21,6 @@ _STARTED = time.perf_counter()
 def say(message: str) -> None:
     """A progress line on stdout, with the seconds since the bench started."""
     print(f"[bench {time.perf_counter() - _STARTED:7.1f} s] {message}", flush=True)
-
-
-@asynccontextmanager
-async def fresh_stack(
-    settings: Settings, drain_timeout_s: float = 5.0, **overrides: Any
-) -> AsyncIterator[Stack]:
-    """A private embedded stack (broker, worker, store) in a throw-away folder on free ports."""
-    with tempfile.TemporaryDirectory(prefix="memoryos-bench-") as folder:
-        run_settings = settings.model_copy(
-            update={
-                "data_dir": Path(folder),
-                "broker_url": None,
-                "broker_port": free_port(),
-                "port": 0,
-                **overrides,
-            }
-        )
-        stack = Stack(run_settings, serve_http=False)
-        await stack.start()
-        try:
-            yield stack
-        finally:
-            await stack.stop(drain_timeout_s=drain_timeout_s)
 
 
 def cpu_seconds() -> float:

@@ -21,13 +21,13 @@ from streams.evaluation.bench_common import (
     cpu_seconds,
     delta,
     delta_by_label,
-    fresh_stack,
     parts,
     say,
     verify_counts,
     wait_placed,
 )
 from streams.evaluation.bench_data import SyntheticTurn, conversation, embedded_text, interleaved
+from streams.evaluation.scratch import fresh_stack
 from streams.settings import Settings
 from streams.stack import Stack
 
@@ -105,7 +105,7 @@ async def measure_ingest(
 ) -> IngestResult:
     users, per_user = len(conversations), len(conversations[0]) if conversations else 0
     result = IngestResult(users=users, turns_per_user=per_user)
-    async with fresh_stack(settings) as stack:
+    async with fresh_stack(settings, prefix="memoryos-bench-") as stack:
         service, services = parts(stack)
         warm = await warm_up(stack, settings, seed)
         turns = interleaved(conversations)

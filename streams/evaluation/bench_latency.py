@@ -24,13 +24,13 @@ from service.memory import MemoryService
 from streams.evaluation.bench_common import (
     MetricsSnapshot,
     delta,
-    fresh_stack,
     parts,
     percentiles_ms,
     say,
 )
 from streams.evaluation.bench_data import Topic, query_for
 from streams.evaluation.bench_seed import seed_user
+from streams.evaluation.scratch import fresh_stack
 from streams.settings import Settings
 
 WARMUP_CALLS = 20

@@ -30,7 +30,6 @@ from memory.chain import page_from_turn
 from streams.errors import ConfigError
 from streams.evaluation.bench_common import (
     cpu_seconds,
-    fresh_stack,
     parts,
     say,
     verify_counts,
@@ -38,6 +37,7 @@ from streams.evaluation.bench_common import (
 )
 from streams.evaluation.bench_data import conversation, interleaved
 from streams.evaluation.bench_ingest import BASE_TIMEOUT_S, PER_TURN_TIMEOUT_S, warm_up
+from streams.evaluation.scratch import fresh_stack
 from streams.llm.openai_llm import OpenAILLM
 from streams.settings import Settings
 

@@ -14,7 +14,6 @@ import asyncio
 import json
 import logging
 import re
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,10 +26,10 @@ from bm25s.stopwords import STOPWORDS_EN
 
 from schemas.records import Page
 from schemas.turn import TurnEvent
-from streams.broker import free_port
 from streams.errors import InvalidEvent, MemoryOSError
 from streams.evaluation import locomo_data as data
 from streams.evaluation.locomo_data import Ranked, Record, Sample
+from streams.evaluation.scratch import fresh_stack
 from streams.ports import Embedder
 from streams.settings import Settings
 from streams.stack import Stack
@@ -70,26 +69,10 @@ async def evaluate(
     samples: Sequence[Sample], out: Path, k: int, settings: Settings, source: str = ""
 ) -> int:
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="memoryos-locomo-") as folder:
-        # A fresh store and broker every run: a replayed turn id would be a no-op, and the
-        # evaluation must never touch a real deployment's memory or ports.
-        run_settings = settings.model_copy(
-            update={
-                "data_dir": Path(folder),
-                "broker_url": None,
-                "broker_port": free_port(),
-                "port": 0,
-            }
-        )
-        stack = Stack(run_settings, serve_http=False)
-        await stack.start()
-        try:
-            ingest = await ingest_all(stack, samples, started)
-            records = await ask_all(stack, samples, k, started)
-        finally:
-            # The store is thrown away: persona updates set off by our retrievals need not
-            # finish (the default drain would wait 30 s for them).
-            await stack.stop(drain_timeout_s=STOP_DRAIN_S)
+    async with fresh_stack(settings, STOP_DRAIN_S, prefix="memoryos-locomo-") as stack:
+        ingest = await ingest_all(stack, samples, started)
+        records = await ask_all(stack, samples, k, started)
+        run_settings = stack.settings
     summary = samples_meta(samples, source, k, run_settings, ingest) | summarise(records)
     summary["elapsed_s"] = round(time.perf_counter() - started, 1)
     write_outputs(out, records, summary)
