@@ -62,9 +62,10 @@ class HeatAgent:
             job = PersonaJob(user_id=user_id, segment_id=segment_id, at=now)
             await self.send_job(key=user_key(user_id), value=dumps(job))
             state.reset_interaction(segment_id)
-        for stats in evicted:
-            await services.repo.delete_pages(stats.page_ids)
-        await services.repo.delete_pages(late_pages)
+        # One store call for all the pages that leave: the evicted segments' and late ones.
+        await services.repo.delete_pages(
+            [page for stats in evicted for page in stats.page_ids] + late_pages
+        )
         await services.repo.delete_segments([stats.segment_id for stats in evicted])
         await self.save(user_id, state)
         services.metrics.transitions.labels(transition="segment_evicted").inc(len(evicted))

@@ -130,10 +130,6 @@ class MemoryRepository:
         hits = await self.store.search(SEGMENTS, user_id, vector, limit, with_vectors=with_vectors)
         return [(hit.score, self._segment(hit.payload, hit.vector or [])) for hit in hits]
 
-    async def get_segments(self, segment_ids: Sequence[str]) -> list[StoredSegment]:
-        points = await self.store.retrieve(SEGMENTS, segment_ids, with_vectors=True)
-        return [self._segment(p.payload, p.vector) for p in points]
-
     async def all_segments(self, user_id: str) -> list[StoredSegment]:
         points = await self.store.scroll(SEGMENTS, user_id)
         return [self._segment(p.payload, []) for p in points]

@@ -9,7 +9,7 @@ so test servers and logs can tell the tasks apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
 from schemas.records import Page, Trait
 from streams.llm.traits import TRAIT_GROUPS
@@ -297,8 +297,3 @@ REPLY_FORMATS: dict[str, str] = {
     "agent_traits": 'a list of "- fact" lines, or "None"',
     "respond": "the answer text",
 }
-
-
-def bullet_list(lines: Sequence[str]) -> str:
-    """Facts as the response prompt lists them."""
-    return "\n".join(f"- {line}" for line in lines) if lines else "(none)"
