@@ -25,6 +25,8 @@ COPY agents ./agents
 COPY schemas ./schemas
 COPY memory ./memory
 COPY service ./service
+COPY adapters ./adapters
+COPY evaluation ./evaluation
 RUN pip install . && pip check
 
 # --- runtime: the virtualenv on a clean slim image, as a non-root user ---

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
-from agents.context import Send, Services, user_key
+from adapters.deps import Deps, Send
 from agents.runtime import BatchRunner, Consumed
 from memory.chain import link_page, page_from_turn
 from schemas.codec import dumps
 from schemas.records import Page, PageEvent
+from schemas.topics import user_key
 from schemas.turn import TurnEvent
 
 
@@ -18,12 +19,12 @@ class ChainAgent:
 
     def __init__(
         self,
-        services: Services,
+        deps: Deps,
         tails: MutableMapping[str, Any],
         send_page: Send,
         runner: BatchRunner[TurnEvent],
     ) -> None:
-        self.services = services
+        self.deps = deps
         self.tails = tails
         self.send_page = send_page
         self.runner = runner
@@ -33,7 +34,7 @@ class ChainAgent:
         if not items:
             return
         # One embedding call for the whole batch: batched MiniLM is ~3x faster than one by one.
-        vectors = await self.services.embedder.embed([_text(item.record) for item in items])
+        vectors = await self.deps.embedder.embed([_text(item.record) for item in items])
         pages = {
             id(item): page_from_turn(item.record, vec)
             for item, vec in zip(items, vectors, strict=True)
@@ -48,10 +49,10 @@ class ChainAgent:
         tail = await self._tail(page.user_id)
         if tail is not None and tail.page_id == page.page_id:
             return  # the same turn again: already linked
-        stored = await self.services.repo.page_tiers([page.page_id])
+        stored = await self.deps.repo.page_tiers([page.page_id])
         if page.page_id in stored:
             return  # a replayed turn whose page is already in memory
-        verdict = await self.services.llm.continuity(tail, page)
+        verdict = await self.deps.llm.continuity(tail, page)
         linked = link_page(tail, page, verdict).model_copy(
             update={"seq": (tail.seq + 1) if tail else 1}
         )
@@ -62,7 +63,7 @@ class ChainAgent:
         cached = self.tails.get(user_id)
         if cached is not None:
             return Page.model_validate(cached)
-        window = await self.services.repo.stm_pages(user_id)
+        window = await self.deps.repo.stm_pages(user_id)
         return window[-1] if window else None
 
 

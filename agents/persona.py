@@ -6,35 +6,35 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from agents.context import Services
+from adapters.deps import Deps
+from adapters.llm.prompts import dialogue_text
 from agents.runtime import BatchRunner
 from memory.persona import append_facts, merge_traits
 from schemas.records import Persona, PersonaJob
-from streams.llm.prompts import dialogue_text
 
 
 class PersonaAgent:
     stage = "persona"
 
-    def __init__(self, services: Services, runner: BatchRunner[PersonaJob]) -> None:
-        self.services = services
+    def __init__(self, deps: Deps, runner: BatchRunner[PersonaJob]) -> None:
+        self.deps = deps
         self.runner = runner
 
     async def process(self, events: Sequence[Any]) -> None:
         await self.runner.process(events, lambda job: job.user_id, self.update)
 
     async def update(self, job: PersonaJob) -> None:
-        services, settings = self.services, self.services.settings
-        pages = await services.repo.pages_of_segment(job.user_id, job.segment_id)
+        deps, settings = self.deps, self.deps.settings
+        pages = await deps.repo.pages_of_segment(job.user_id, job.segment_id)
         if not pages:
             return  # evicted before its turn came: nothing left to learn from
         dialogue = dialogue_text(pages)
-        persona = await services.repo.load_persona(job.user_id)
+        persona = await deps.repo.load_persona(job.user_id)
         # LLMError propagates: the runner retries and dead-letters; nothing half-done is stored.
         traits, user_facts, agent_facts = await asyncio.gather(
-            services.llm.user_traits(persona.traits, dialogue),
-            services.llm.user_knowledge(dialogue),
-            services.llm.agent_traits(dialogue),
+            deps.llm.user_traits(persona.traits, dialogue),
+            deps.llm.user_knowledge(dialogue),
+            deps.llm.agent_traits(dialogue),
         )
         knowledge, dropped_knowledge = append_facts(
             persona.user_knowledge, user_facts, settings.user_kb_capacity
@@ -56,8 +56,8 @@ class PersonaAgent:
             user_knowledge=knowledge,
             agent_traits=agent_traits,
         )
-        await services.repo.save_persona(updated)
-        services.metrics.transitions.labels(transition="persona_update").inc()
+        await deps.repo.save_persona(updated)
+        deps.metrics.transitions.labels(transition="persona_update").inc()
 
     async def _store_facts(
         self,
@@ -70,6 +70,6 @@ class PersonaAgent:
         known = set(before)
         fresh = [fact for fact in after if fact not in known]
         if fresh:
-            vectors = await self.services.embedder.embed(fresh)
-            await self.services.repo.save_facts(user_id, kind, fresh, vectors)
-        await self.services.repo.delete_facts(user_id, kind, dropped)
+            vectors = await self.deps.embedder.embed(fresh)
+            await self.deps.repo.save_facts(user_id, kind, fresh, vectors)
+        await self.deps.repo.delete_facts(user_id, kind, dropped)

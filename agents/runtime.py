@@ -19,9 +19,9 @@ from typing import Any, Generic, Protocol, TypeVar
 from faust.streams import _current_event
 from pydantic import BaseModel
 
+from adapters.metrics import Metrics
 from schemas.codec import decode
-from streams.errors import InvalidEvent, LLMQuotaExceeded, MemoryOSError
-from streams.metrics import Metrics
+from schemas.errors import InvalidEvent, LLMQuotaExceeded, MemoryOSError
 
 log = logging.getLogger(__name__)
 Model = TypeVar("Model", bound=BaseModel)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
-from agents.context import Send, Services, user_key
+from adapters.deps import Deps, Send
+from adapters.repository import STM
 from agents.runtime import BatchRunner
 from memory.stm import push_page
 from schemas.codec import dumps
 from schemas.records import EvictedPage, Page, PageEvent
-from streams.repository import STM
+from schemas.topics import user_key
 
 
 class ShortTermAgent:
@@ -18,12 +19,12 @@ class ShortTermAgent:
 
     def __init__(
         self,
-        services: Services,
+        deps: Deps,
         windows: MutableMapping[str, Any],
         send_evicted: Send,
         runner: BatchRunner[PageEvent],
     ) -> None:
-        self.services = services
+        self.deps = deps
         self.windows = windows
         self.send_evicted = send_evicted
         self.runner = runner
@@ -36,7 +37,7 @@ class ShortTermAgent:
     async def push(self, page: Page) -> None:
         user_id = page.user_id
         window = await self.window(user_id)
-        new_window, evicted = push_page(window, page, self.services.settings.stm_capacity)
+        new_window, evicted = push_page(window, page, self.deps.settings.stm_capacity)
         if new_window == window:
             return  # already in the window: a replay
         # Evicted pages are handed on before the window forgets them: a crash in between
@@ -45,9 +46,9 @@ class ShortTermAgent:
             await self.send_evicted(key=user_key(user_id), value=dumps(EvictedPage(page=old)))
         before = {p.page_id: p for p in window}
         changed = [p for p in new_window if before.get(p.page_id) != p]
-        await self.services.repo.save_pages(changed, STM)
+        await self.deps.repo.save_pages(changed, STM)
         self.windows[user_id] = [p.model_dump(mode="json") for p in new_window]
-        transitions = self.services.metrics.transitions
+        transitions = self.deps.metrics.transitions
         transitions.labels(transition="stm_in").inc()
         transitions.labels(transition="stm_to_mtm").inc(len(evicted))
 
@@ -55,4 +56,4 @@ class ShortTermAgent:
         cached = self.windows.get(user_id)
         if cached is not None:
             return [Page.model_validate(p) for p in cached]
-        return await self.services.repo.stm_pages(user_id)
+        return await self.deps.repo.stm_pages(user_id)

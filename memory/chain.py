@@ -6,10 +6,19 @@ these functions only apply that verdict.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from memory.ids import page_id
 from schemas.records import ChainLink, Page
 from schemas.turn import TurnEvent
-from streams.ports import ContinuityVerdict
+
+
+@dataclass(frozen=True)
+class ContinuityVerdict:
+    """The LLM's answer: does the page continue the chain, and the chain's new summary."""
+
+    continuous: bool
+    summary: str
 
 
 def page_from_turn(turn: TurnEvent, vector: list[float] | None = None) -> Page:

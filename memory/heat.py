@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from streams.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -26,15 +22,6 @@ class HeatParams:
     def __post_init__(self) -> None:
         if not self.mu > 0.0:
             raise ValueError(f"mu must be a positive number of seconds, got {self.mu!r}")
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> HeatParams:
-        return cls(
-            alpha=settings.heat_alpha,
-            beta=settings.heat_beta,
-            gamma=settings.heat_gamma,
-            mu=settings.heat_mu,
-        )
 
 
 def recency(last_access: float, now: float, mu: float) -> float:

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from streams.errors import InvalidEvent
+from schemas.errors import InvalidEvent
 
 Model = TypeVar("Model", bound=BaseModel)
 

@@ -1,4 +1,4 @@
-"""The HTTP API (FastAPI): thin routes over MemoryService.
+"""The HTTP API (FastAPI): thin routes over ResponseService.
 
 Bad input never yields a 5xx: unknown JSON -> 400/422 naming the field, oversized -> 413,
 missing or wrong bearer key -> 401.
@@ -22,9 +22,11 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from adapters.metrics import Metrics
+from adapters.settings import Settings
 from schemas.codec import describe
+from schemas.errors import InvalidEvent, MemoryOSError, NotFound
 from schemas.turn import ID_PATTERN, MAX_TEXT_CHARS, TurnEvent
-from service.memory import MemoryService
 from service.models import (
     BatchAccepted,
     Deleted,
@@ -34,9 +36,7 @@ from service.models import (
     TurnAccepted,
     error_responses,
 )
-from streams.errors import InvalidEvent, MemoryOSError, NotFound
-from streams.metrics import Metrics
-from streams.settings import Settings
+from service.response import ResponseService
 
 UserId = Annotated[str, Path(pattern=ID_PATTERN, max_length=128, description="the user's id")]
 HealthCheck = Callable[[], Awaitable[dict[str, Any]]]
@@ -149,7 +149,7 @@ def _error(status: int, message: str, field: str | None = None) -> JSONResponse:
 
 
 def create_http_app(
-    service: MemoryService,
+    service: ResponseService,
     settings: Settings,
     metrics: Metrics,
     health: HealthCheck,
@@ -263,7 +263,7 @@ INPUT_ERRORS = error_responses(400, 401, 413, 422)
 READ_ERRORS = error_responses(401, 422, 503)
 
 
-def _add_api_routes(app: FastAPI, service: MemoryService) -> None:
+def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
     @app.post(
         "/v1/users/{user_id}/turns",
         status_code=202,

@@ -18,8 +18,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from adapters.settings import Settings
 from schemas.turn import ID_PATTERN
-from streams.settings import Settings
 
 TIMEOUT = httpx.Timeout(120.0, connect=5.0)  # respond waits for the LLM
 INSTRUCTIONS = (

@@ -1,6 +1,6 @@
 """Response bodies of the HTTP API, so the OpenAPI spec describes every reply exactly.
 
-The routes return plain dicts built by MemoryService; FastAPI validates them against these
+The routes return plain dicts built by ResponseService; FastAPI validates them against these
 models on the way out, so a field added to the service without a field here is dropped, and
 a field of the wrong type is a server error caught by the schema tests, never a silent change
 of the published contract.

@@ -3,7 +3,7 @@
 turns -> chain -> pages -> stm -> stm-evicted -> segment -> segments -> heat -> persona
                                        retrievals (from the response service) -^
 control (user deletions, from the service) -> control agent: drops the user's table entries
-No module holds a global app; `create_app` can build several, each with its own services.
+No module holds a global app; `create_app` can build several, each with its own deps.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any, Protocol
 
 import faust
 
+from adapters.deps import Deps
+from adapters.settings import Settings
 from agents.chain import ChainAgent
-from agents.context import Services
 from agents.control import ControlAgent
 from agents.heat import HeatAgent, HeatEvent
 from agents.persona import PersonaAgent
@@ -23,19 +24,19 @@ from agents.runtime import BatchRunner, DeadLetterSink
 from agents.segment import SegmentAgent
 from agents.stm import ShortTermAgent
 from schemas.records import EvictedPage, PageEvent, PersonaJob, UserForgotten
+from schemas.topics import (
+    CONTROL,
+    DLQ,
+    EVICTED,
+    PAGES,
+    PERSONA,
+    PIPELINE_TOPICS,
+    RETRIEVALS,
+    SEGMENTS,
+    TURNS,
+)
 from schemas.turn import TurnEvent
 from streams.faust_transport import ShortWaitApp
-from streams.settings import Settings
-
-TURNS = "memoryos.turns"
-PAGES = "memoryos.pages"
-EVICTED = "memoryos.stm-evicted"
-SEGMENTS = "memoryos.segments"
-RETRIEVALS = "memoryos.retrievals"
-PERSONA = "memoryos.persona"
-CONTROL = "memoryos.control"
-DLQ = "memoryos.dlq"
-PIPELINE_TOPICS = (TURNS, PAGES, EVICTED, SEGMENTS, RETRIEVALS, PERSONA, CONTROL)
 
 
 class BatchProcessor(Protocol):
@@ -54,7 +55,7 @@ class MemoryApp:
         await self.topics[topic].send(key=key, value=value)
 
 
-def create_app(settings: Settings, services: Services, broker_url: str) -> MemoryApp:
+def create_app(settings: Settings, deps: Deps, broker_url: str) -> MemoryApp:
     app = ShortWaitApp(
         settings.app_id,
         fetch_max_wait_ms=settings.consumer_fetch_max_wait_ms,
@@ -78,16 +79,16 @@ def create_app(settings: Settings, services: Services, broker_url: str) -> Memor
         )
         for name in (*PIPELINE_TOPICS, DLQ)
     }
-    dead_letters = DeadLetterSink(topics[DLQ].send, services.metrics)
+    dead_letters = DeadLetterSink(topics[DLQ].send, deps.metrics)
 
     def runner(stage: str, model: type[Any]) -> BatchRunner[Any]:
         return BatchRunner(
             stage,
             model,
             dead_letters,
-            services.metrics,
+            deps.metrics,
             settings.dlq_max_attempts,
-            forgetting=None if stage == "control" else services.repo,
+            forgetting=None if stage == "control" else deps.repo,
         )
 
     def table(name: str) -> Any:
@@ -99,15 +100,11 @@ def create_app(settings: Settings, services: Services, broker_url: str) -> Memor
             value_type=None,
         )
 
-    chain = ChainAgent(
-        services, table("chain-tails"), topics[PAGES].send, runner("chain", TurnEvent)
-    )
-    stm = ShortTermAgent(
-        services, table("stm-windows"), topics[EVICTED].send, runner("stm", PageEvent)
-    )
-    segment = SegmentAgent(services, topics[SEGMENTS].send, runner("segment", EvictedPage))
-    heat = HeatAgent(services, table("mtm-heat"), topics[PERSONA].send, runner("heat", HeatEvent))
-    persona = PersonaAgent(services, runner("persona", PersonaJob))
+    chain = ChainAgent(deps, table("chain-tails"), topics[PAGES].send, runner("chain", TurnEvent))
+    stm = ShortTermAgent(deps, table("stm-windows"), topics[EVICTED].send, runner("stm", PageEvent))
+    segment = SegmentAgent(deps, topics[SEGMENTS].send, runner("segment", EvictedPage))
+    heat = HeatAgent(deps, table("mtm-heat"), topics[PERSONA].send, runner("heat", HeatEvent))
+    persona = PersonaAgent(deps, runner("persona", PersonaJob))
     tables = [chain.tails, stm.windows, heat.states]
     control = ControlAgent(tables, runner("control", UserForgotten))
 

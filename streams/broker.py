@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from streams.errors import BrokerError
+from schemas.errors import BrokerError
 
 log = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1

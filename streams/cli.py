@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from streams.errors import MemoryOSError
-from streams.settings import Settings, load_settings
+from adapters.settings import Settings, load_settings
+from schemas.errors import MemoryOSError
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 
@@ -94,12 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     locomo.add_argument("--out", type=Path, required=True)
     locomo.add_argument("--k", type=int, default=10)
     locomo.add_argument("--samples", help="comma-separated sample ids")
-    locomo.set_defaults(handler=_lazy("streams.evaluation.locomo"))
+    locomo.set_defaults(handler=_lazy("evaluation.locomo"))
 
     bench = sub.add_parser("bench", help="throughput and latency, side by side")
     bench.add_argument("--out", type=Path, required=True)
     bench.add_argument("--quick", action="store_true")
-    bench.set_defaults(handler=_lazy("streams.evaluation.bench"))
+    bench.set_defaults(handler=_lazy("evaluation.bench"))
 
     mcp = sub.add_parser("mcp", help="MCP server over the memory service")
     mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio")

@@ -11,15 +11,16 @@ from typing import Any, Literal
 import uvicorn
 from aiokafka import AIOKafkaProducer
 
-from agents.context import Services
+from adapters.deps import Deps
+from adapters.settings import Settings
+from adapters.wiring import build_deps, close_deps
+from schemas.errors import ConfigError
+from schemas.topics import PIPELINE_TOPICS
 from service.http import create_http_app
-from service.memory import MemoryService
-from streams.app import PIPELINE_TOPICS, MemoryApp, create_app
+from service.response import ResponseService
+from streams.app import MemoryApp, create_app
 from streams.broker import EmbeddedBroker
-from streams.errors import ConfigError
 from streams.lag import LagProbe
-from streams.services import build_services, close_services
-from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +66,9 @@ class Stack:
         settings: Settings,
         role: Role = "all",
         serve_http: bool = True,
-        services: Services | None = None,
+        deps: Deps | None = None,
     ) -> None:
-        """``services`` lets two roles share one store in a test process; the stack then
+        """``deps`` lets two roles share one store in a test process; the stack then
         leaves closing them to the caller."""
         if role != "all" and not settings.broker_url:
             raise ConfigError(f"memoryos {role} needs MEMORYOS_BROKER_URL (or --broker)")
@@ -75,10 +76,10 @@ class Stack:
         self.role = role
         self.serve_http = serve_http
         self.broker: EmbeddedBroker | None = None
-        self.services: Services | None = services
-        self._owns_services = services is None
+        self.deps: Deps | None = deps
+        self._owns_services = deps is None
         self.memory_app: MemoryApp | None = None
-        self.service: MemoryService | None = None
+        self.service: ResponseService | None = None
         self.lag: LagProbe | None = None
         self._server: uvicorn.Server | None = None
         self._server_task: asyncio.Task[None] | None = None
@@ -99,18 +100,18 @@ class Stack:
         if not settings.broker_url:
             self.broker = EmbeddedBroker(settings.broker_port, settings.data_dir / "broker.log")
             await asyncio.to_thread(self.broker.start)
-        if self.services is None:
-            self.services = await build_services(settings)
+        if self.deps is None:
+            self.deps = await build_deps(settings)
         # Load the embedding model now, not inside the first request or batch.
-        await self.services.embedder.embed(["memoryos warm-up"])
+        await self.deps.embedder.embed(["memoryos warm-up"])
         bootstrap = self.broker_url.removeprefix("kafka://")
         if self.role == "service":
             self._kafka_sink = KafkaSink(bootstrap)
             await self._kafka_sink.start()
-            self.service = MemoryService(self.services, self._kafka_sink)
+            self.service = ResponseService(self.deps, self._kafka_sink)
         else:
-            self.memory_app = create_app(settings, self.services, self.broker_url)
-            self.service = MemoryService(self.services, FaustSink(self.memory_app))
+            self.memory_app = create_app(settings, self.deps, self.broker_url)
+            self.service = ResponseService(self.deps, FaustSink(self.memory_app))
             await self.memory_app.app.start()
             self.lag = LagProbe(bootstrap, settings.app_id, PIPELINE_TOPICS)
             await self.lag.start()
@@ -122,17 +123,17 @@ class Stack:
             self.broker_url,
             settings.host,
             self.port,
-            self.services.llm.backend,
+            self.deps.llm.backend,
             settings.store,
         )
 
     async def _start_http(self) -> None:
         assert self.service is not None
-        assert self.services is not None
+        assert self.deps is not None
         http = create_http_app(
             self.service,
             self.settings,
-            self.services.metrics,
+            self.deps.metrics,
             self.health,
             self.ready,
             api=self.role != "worker",
@@ -154,26 +155,26 @@ class Stack:
         self.port = int(sockets[0].getsockname()[1]) if sockets else self.settings.port
 
     async def health(self) -> dict[str, Any]:
-        assert self.services is not None
+        assert self.deps is not None
         return {
             "status": "ok",
-            "llm": self.services.llm.backend,
-            "offline_llm": self.services.llm.backend == "offline",
-            "embedder": self.services.embedder.name,
-            "store": self.services.store.name,
+            "llm": self.deps.llm.backend,
+            "offline_llm": self.deps.llm.backend == "offline",
+            "embedder": self.deps.embedder.name,
+            "store": self.deps.store.name,
             "broker": self.broker_url,
         }
 
     async def ready(self) -> dict[str, Any]:
         if self.role == "service":
-            return {"ready": self._kafka_sink is not None and self.services is not None}
+            return {"ready": self._kafka_sink is not None and self.deps is not None}
         running = self.memory_app is not None and self.memory_app.app.started
         return {"ready": bool(running)}
 
     async def _export_lag(self) -> None:
         assert self.lag is not None
-        assert self.services is not None
-        gauge = self.services.metrics.consumer_lag
+        assert self.deps is not None
+        gauge = self.deps.metrics.consumer_lag
         while True:
             await asyncio.sleep(LAG_INTERVAL_S)
             try:
@@ -209,8 +210,8 @@ class Stack:
                 await self._bounded("lag probe", self.lag.stop())
             if self.memory_app is not None:
                 await self._bounded("worker", self.memory_app.app.stop(), 30)
-            if self.services is not None and self._owns_services:
-                await self._bounded("ports", close_services(self.services))
+            if self.deps is not None and self._owns_services:
+                await self._bounded("ports", close_deps(self.deps))
         finally:
             if self.broker is not None:
                 await asyncio.to_thread(self.broker.stop)

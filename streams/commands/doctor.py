@@ -12,12 +12,12 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
+from adapters.embedders import build_embedder
+from adapters.llm import build_llm
+from adapters.ports import Point
+from adapters.settings import Settings
+from adapters.stores import build_store
 from schemas.records import ChainLink, Page
-from streams.embedders import build_embedder
-from streams.llm import build_llm
-from streams.ports import Point
-from streams.settings import Settings
-from streams.stores import build_store
 
 PROBE_USER = "memoryos-doctor"
 

@@ -13,12 +13,11 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
-from agents.context import user_key
+from adapters.settings import Settings
 from schemas.codec import decode, dumps
+from schemas.errors import BrokerError, InvalidEvent
+from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
-from streams.app import TURNS
-from streams.errors import BrokerError, InvalidEvent
-from streams.settings import Settings
 
 
 def read_turns(path: Path) -> tuple[list[TurnEvent], list[tuple[int, str]]]:

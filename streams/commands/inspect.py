@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import orjson
 
-from streams.settings import Settings
+from adapters.settings import Settings
 
 
 def fetch_memory(url: str, user: str, api_key: str | None = None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import signal
 
-from streams.settings import Settings
+from adapters.settings import Settings
 from streams.stack import Role, Stack
 
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from streams.evaluation import bench_data
-from streams.evaluation.bench import Sizes, run_bench
-from streams.evaluation.bench_llm import plan_calls
-from streams.evaluation.bench_report import LATENCY_PNG, THROUGHPUT_PNG
-from streams.settings import load_settings
+from adapters.settings import load_settings
+from evaluation import bench_data
+from evaluation.bench import Sizes, run_bench
+from evaluation.bench_llm import plan_calls
+from evaluation.bench_report import LATENCY_PNG, THROUGHPUT_PNG
 
 TINY = Sizes(
     name="tiny",

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from adapters.settings import load_settings
+from evaluation import locomo
+from evaluation import locomo_data as data
+from schemas.errors import InvalidEvent
 from streams.broker import free_port
-from streams.errors import InvalidEvent
-from streams.evaluation import locomo
-from streams.evaluation import locomo_data as data
-from streams.settings import load_settings
 
 
 def _utterances(session: int, speakers: str, start: int = 1) -> list[dict[str, Any]]:

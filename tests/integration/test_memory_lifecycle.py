@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from streams.ports import PAGES, SEGMENTS
+from adapters.ports import PAGES, SEGMENTS
 from streams.stack import Stack
 from tests.support.stacks import make_turns, running_stack
 
@@ -56,17 +56,17 @@ async def test_a_hot_segment_updates_the_persona_and_resets_l_interaction(stack:
 
 async def test_the_coldest_segment_is_evicted_with_its_pages(stack: Stack) -> None:
     assert stack.service is not None
-    assert stack.services is not None
+    assert stack.deps is not None
     await stack.service.add_turns(make_turns("hobbyist", TOPICS))
     assert await stack.wait_idle(120)
-    store = stack.services.store
+    store = stack.deps.store
     memory = await stack.service.get_memory("hobbyist")
     assert len(memory["mid_term"]) <= 2
     assert await store.count(SEGMENTS, "hobbyist") == len(memory["mid_term"])
     live_pages = len(memory["short_term"]) + sum(len(s["pages"]) for s in memory["mid_term"])
     assert await store.count(PAGES, "hobbyist") == live_pages
     assert live_pages < len(TOPICS), "the evicted segments' pages left the store"
-    registry = stack.services.metrics.registry
+    registry = stack.deps.metrics.registry
     evicted = registry.get_sample_value(
         "memoryos_memory_transitions_total", {"transition": "segment_evicted"}
     )

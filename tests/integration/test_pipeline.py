@@ -15,11 +15,11 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
+from memory.chain import ContinuityVerdict
+from schemas.errors import LLMError
 from schemas.records import Page
-from service.memory import MemoryService
-from streams.app import DLQ, TURNS
-from streams.errors import LLMError
-from streams.ports import ContinuityVerdict
+from schemas.topics import DLQ, TURNS
+from service.response import ResponseService
 from streams.stack import Stack
 from tests.support.stacks import eventually, make_turns, running_stack, strip_volatile
 
@@ -37,7 +37,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
         yield running
 
 
-def service(stack: Stack) -> MemoryService:
+def service(stack: Stack) -> ResponseService:
     assert stack.service is not None
     return stack.service
 
@@ -74,8 +74,8 @@ async def test_replaying_turns_changes_nothing(stack: Stack) -> None:
 async def test_bad_events_are_dead_lettered_and_the_rest_flows(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert stack.services is not None
-    llm = stack.services.llm
+    assert stack.deps is not None
+    llm = stack.deps.llm
     real = llm.continuity
 
     async def failing(previous: Page | None, current: Page) -> ContinuityVerdict:
@@ -128,8 +128,8 @@ async def read_topic(bootstrap: str, topic: str, expected: int) -> list[Any]:
 async def test_users_overlap_while_each_user_keeps_order(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert stack.services is not None
-    llm = stack.services.llm
+    assert stack.deps is not None
+    llm = stack.deps.llm
     real = llm.continuity
     calls: list[tuple[str, int, float, float]] = []
 
@@ -193,7 +193,7 @@ async def test_metrics_endpoint_shows_the_work(stack: Stack) -> None:
 async def test_forgetting_a_user_leaves_nothing_and_in_flight_turns_do_not_return(
     stack: Stack,
 ) -> None:
-    assert stack.services is not None
+    assert stack.deps is not None
     assert stack.memory_app is not None
     await service(stack).add_turns(make_turns("leaver", HIKING[:6]))
     assert await stack.wait_idle(120)
@@ -203,7 +203,7 @@ async def test_forgetting_a_user_leaves_nothing_and_in_flight_turns_do_not_retur
     deleted = await service(stack).forget("leaver")
     assert deleted["short_term"] + deleted["mid_term_pages"] >= 6
     assert await stack.wait_idle(120)
-    assert await stack.services.repo.count_user("leaver") == dict.fromkeys(deleted, 0)
+    assert await stack.deps.repo.count_user("leaver") == dict.fromkeys(deleted, 0)
     memory = await service(stack).get_memory("leaver")
     assert memory["short_term"] == []
     assert memory["mid_term"] == []

@@ -8,9 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from adapters.settings import load_settings
+from adapters.wiring import build_deps, close_deps
 from streams.broker import EmbeddedBroker, free_port
-from streams.services import build_services, close_services
-from streams.settings import load_settings
 from streams.stack import Stack
 from tests.support.stacks import FAST_GROUP, eventually
 
@@ -21,9 +21,9 @@ pytestmark = [pytest.mark.integration]
 async def test_worker_and_service_replica_cooperate_through_kafka(tmp_path: Path) -> None:
     with EmbeddedBroker(free_port()) as broker:
         settings = load_settings(data_dir=tmp_path, broker_url=broker.url, port=0, **FAST_GROUP)
-        services = await build_services(settings)
-        worker = Stack(settings, "worker", services=services)
-        replica = Stack(settings, "service", services=services)
+        deps = await build_deps(settings)
+        worker = Stack(settings, "worker", deps=deps)
+        replica = Stack(settings, "service", deps=deps)
         await worker.start()
         await replica.start()
         try:
@@ -51,11 +51,11 @@ async def test_worker_and_service_replica_cooperate_through_kafka(tmp_path: Path
         finally:
             await replica.stop()
             await worker.stop()
-            await close_services(services)
+            await close_deps(deps)
 
 
 def test_production_roles_need_a_broker(tmp_path: Path) -> None:
-    from streams.errors import ConfigError
+    from schemas.errors import ConfigError
 
     with pytest.raises(ConfigError, match="MEMORYOS_BROKER_URL"):
         Stack(load_settings(data_dir=tmp_path), "worker")

@@ -8,13 +8,13 @@ from pathlib import Path
 import orjson
 import pytest
 
+from adapters.settings import load_settings
+from evaluation.fake_openai import FakeOpenAI
+from evaluation.openai_payloads import Fault
 from streams.broker import EmbeddedBroker, free_port
 from streams.cli import main
 from streams.commands.doctor import diagnose
-from streams.settings import load_settings
-from tests.support.fake_openai import FakeOpenAI
 from tests.support.fixtures import settings_for
-from tests.support.openai_payloads import Fault
 
 
 async def test_default_embedded_configuration_passes(tmp_path: Path) -> None:

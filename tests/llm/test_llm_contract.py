@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from adapters.llm import build_llm
+from adapters.ports import LLM, Answer, PromptMemory, Topic
+from adapters.settings import Settings
+from memory.chain import ContinuityVerdict
 from schemas.records import ChainLink, Page, Trait
-from streams.llm import build_llm
-from streams.ports import LLM, Answer, ContinuityVerdict, PromptMemory, Topic
-from streams.settings import Settings
 from tests.support.fixtures import settings_for
 
 DIALOGUE = """User: I am planning a business trip to Berlin next week.

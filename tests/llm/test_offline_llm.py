@@ -6,13 +6,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from adapters.llm import build_llm
+from adapters.llm.offline_llm import I_DONT_KNOW, OfflineLLM
+from adapters.llm.offline_traits import TRAIT_CUES
+from adapters.llm.traits import TRAIT_DIMENSIONS, TRAIT_GROUPS, canonical_dimension
+from adapters.ports import PromptMemory
+from adapters.settings import Settings
 from schemas.records import ChainLink, Page, Trait
-from streams.llm import build_llm
-from streams.llm.offline_llm import I_DONT_KNOW, OfflineLLM
-from streams.llm.offline_traits import TRAIT_CUES
-from streams.llm.traits import TRAIT_DIMENSIONS, TRAIT_GROUPS, canonical_dimension
-from streams.ports import PromptMemory
-from streams.settings import Settings
 
 DIALOGUE = """User: I am planning a business trip to Berlin next week. My flight leaves Monday.
 Assistant: Great, Berlin has many museums. I recommend the Pergamon museum.

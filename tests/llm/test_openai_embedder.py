@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from streams.embedders.openai_embed import OpenAIEmbedder
-from streams.errors import EmbedderError
-from tests.support.fake_openai import FakeOpenAI, Fault, pseudo_embedding
+from adapters.embedders.openai_embed import OpenAIEmbedder
+from evaluation.fake_openai import FakeOpenAI, Fault, pseudo_embedding
+from schemas.errors import EmbedderError
 from tests.support.fixtures import settings_for
 
 

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
+from adapters.llm import build_llm
+from adapters.llm.offline_llm import OfflineLLM
+from adapters.llm.openai_llm import OpenAILLM
+from adapters.llm.retry import RetryPolicy
+from adapters.ports import PromptMemory
+from evaluation.fake_openai import FakeOpenAI, Fault
+from schemas.errors import LLMError, LLMQuotaExceeded
 from schemas.records import ChainLink, Page, Trait
-from streams.errors import LLMError, LLMQuotaExceeded
-from streams.llm import build_llm
-from streams.llm.offline_llm import OfflineLLM
-from streams.llm.openai_llm import OpenAILLM
-from streams.llm.retry import RetryPolicy
-from streams.ports import PromptMemory
-from tests.support.fake_openai import FakeOpenAI, Fault
 from tests.support.fixtures import settings_for
 
 DIALOGUE = "User: I plan a trip to Berlin.\nAssistant: Visit the Pergamon museum.\nTime: 2023-10-01"

@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from streams.errors import LLMUnparseable
-from streams.llm import parsing
-from streams.llm.parsing import (
+from adapters.llm import parsing
+from adapters.llm.parsing import (
     find_json,
     parse_answer,
     parse_continuity,
@@ -14,6 +13,7 @@ from streams.llm.parsing import (
     parse_traits,
     strip_think,
 )
+from schemas.errors import LLMUnparseable
 
 TOPICS = '[{"theme": "Trip", "keywords": ["Berlin", "flight"], "content": "User plans a trip."}]'
 

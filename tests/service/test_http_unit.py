@@ -1,4 +1,4 @@
-"""The HTTP layer alone, over a fake MemoryService: auth, limits, validation, error shapes."""
+"""The HTTP layer alone, over a fake ResponseService: auth, limits, validation, error shapes."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from adapters.metrics import Metrics
+from adapters.settings import Settings
+from schemas.errors import StoreError
 from schemas.records import ChainLink, Page, Persona, Trait
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
 from service.http import create_http_app
-from service.memory import MemoryService, Retrieved
-from streams.errors import StoreError
-from streams.metrics import Metrics
-from streams.settings import Settings
+from service.response import ResponseService, Retrieved
 
 KEYS = ("key-one", "key-two")
 AUTH = {"Authorization": f"Bearer {KEYS[0]}"}
@@ -41,7 +41,7 @@ def page(turn_id: str, meta: dict[str, Any] | None = None) -> Page:
 
 
 class FakeMemory:
-    """What the routes call on MemoryService, recording what they were given."""
+    """What the routes call on ResponseService, recording what they were given."""
 
     def __init__(self) -> None:
         self.turns: list[TurnEvent] = []
@@ -90,7 +90,7 @@ async def status() -> dict[str, Any]:
 def build(fake: FakeMemory, api: bool = True, **settings: Any) -> FastAPI:
     values: dict[str, Any] = {"api_keys": ",".join(KEYS), "max_body_bytes": LIMIT} | settings
     return create_http_app(
-        cast(MemoryService, fake), Settings(**values), Metrics(), status, status, api=api
+        cast(ResponseService, fake), Settings(**values), Metrics(), status, status, api=api
     )
 
 

@@ -22,10 +22,10 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
+from evaluation.fake_openai import FakeOpenAI
 from service.mcp import build_server
 from streams.broker import free_port
 from streams.stack import Stack
-from tests.support.fake_openai import FakeOpenAI
 from tests.support.stacks import eventually, running_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]

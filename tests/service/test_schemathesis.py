@@ -27,11 +27,11 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from adapters.metrics import Metrics
+from adapters.settings import Settings
+from evaluation.fake_openai import FakeOpenAI
 from service.http import create_http_app
-from service.memory import MemoryService
-from streams.metrics import Metrics
-from streams.settings import Settings
-from tests.support.fake_openai import FakeOpenAI
+from service.response import ResponseService
 from tests.support.stacks import UpProcess
 
 pytestmark = pytest.mark.integration
@@ -52,7 +52,7 @@ async def _status() -> dict[str, Any]:
 
 def _spec() -> dict[str, Any]:
     app = create_http_app(
-        cast(MemoryService, None), Settings(api_keys=API_KEY), Metrics(), _status, _status
+        cast(ResponseService, None), Settings(api_keys=API_KEY), Metrics(), _status, _status
     )
     return app.openapi()
 

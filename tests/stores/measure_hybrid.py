@@ -30,10 +30,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from streams.embedders.minilm import MiniLMEmbedder  # noqa: E402
-from streams.ports import PAGES, Point  # noqa: E402
-from streams.settings import Settings  # noqa: E402
-from streams.stores.edge import EdgeStore  # noqa: E402
+from adapters.embedders.minilm import MiniLMEmbedder  # noqa: E402
+from adapters.ports import PAGES, Point  # noqa: E402
+from adapters.settings import Settings  # noqa: E402
+from adapters.stores.edge import EdgeStore  # noqa: E402
 
 DEFAULT_DATA = Path("/work/shared/locomo/locomo_dev.json")
 TOP_K = 10

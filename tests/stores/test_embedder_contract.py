@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from streams.embedders.minilm import MiniLMEmbedder
-from streams.embedders.openai_embed import OpenAIEmbedder
-from streams.ports import Embedder
-from streams.settings import load_settings
-from tests.support.fake_openai import FakeOpenAI
+from adapters.embedders.minilm import MiniLMEmbedder
+from adapters.embedders.openai_embed import OpenAIEmbedder
+from adapters.ports import Embedder
+from adapters.settings import load_settings
+from evaluation.fake_openai import FakeOpenAI
 from tests.support.fixtures import settings_for
 
 TEXTS = ["I walk my dog Miso every morning.", "Quarterly tax filing is due.", "I walk my dog."]

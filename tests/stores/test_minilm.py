@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from streams.embedders import build_embedder
-from streams.embedders.minilm import MiniLMEmbedder
-from streams.errors import ConfigError
-from streams.settings import Settings
+from adapters.embedders import build_embedder
+from adapters.embedders.minilm import MiniLMEmbedder
+from adapters.settings import Settings
+from schemas.errors import ConfigError
 
 
 class EncodeSpy:

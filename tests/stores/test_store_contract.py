@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.errors import StoreError
-from streams.ports import (
+from adapters.ports import (
     AGENT_TRAITS,
     PAGES,
     PERSONA_DIM,
@@ -21,10 +20,11 @@ from streams.ports import (
     Point,
     VectorStore,
 )
-from streams.settings import Settings
-from streams.stores import build_store
-from streams.stores.edge import EdgeStore
-from streams.stores.qdrant import QdrantStore
+from adapters.settings import Settings
+from adapters.stores import build_store
+from adapters.stores.edge import EdgeStore
+from adapters.stores.qdrant import QdrantStore
+from schemas.errors import StoreError
 
 ROOT = Path(__file__).resolve().parents[2]
 DIM = 4
@@ -252,8 +252,8 @@ async def test_edge_folder_is_locked_to_one_store(tmp_path: Path) -> None:
 async def test_edge_writes_survive_a_killed_process(tmp_path: Path) -> None:
     script = f"""
 import asyncio, os
-from streams.ports import PAGES, Point
-from streams.stores.edge import EdgeStore
+from adapters.ports import PAGES, Point
+from adapters.stores.edge import EdgeStore
 
 async def main():
     store = EdgeStore({str(tmp_path)!r})

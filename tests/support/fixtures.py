@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from streams.settings import Settings
-from tests.support.fake_openai import FakeOpenAI
+from adapters.settings import Settings
+from evaluation.fake_openai import FakeOpenAI
 
 FAST_RETRIES: dict[str, Any] = {
     "llm_backoff_base_s": 0.001,

@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 
+from adapters.settings import load_settings
 from schemas.turn import TurnEvent
 from streams.broker import free_port
-from streams.settings import load_settings
 from streams.stack import Stack
 
 FAST_GROUP = {"consumer_session_timeout_s": 6.0, "consumer_rebalance_timeout_s": 2.0}

@@ -6,11 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.chain import link_page, page_from_turn
+from memory.chain import ContinuityVerdict, link_page, page_from_turn
 from memory.ids import page_id
 from schemas.records import ChainLink
 from schemas.turn import TurnEvent
-from streams.ports import ContinuityVerdict
 
 WHEN = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 

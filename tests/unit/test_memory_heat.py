@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapters.settings import Settings
 from memory.heat import HeatParams, heat, recency
-from streams.settings import Settings
 
 PAPER = HeatParams()
 
@@ -57,8 +57,8 @@ def test_mu_must_be_positive(mu: float) -> None:
 
 def test_from_settings_takes_every_weight() -> None:
     settings = Settings(heat_alpha=0.5, heat_beta=2.0, heat_gamma=3.0, heat_mu=60.0)
-    assert HeatParams.from_settings(settings) == HeatParams(0.5, 2.0, 3.0, 60.0)
-    assert HeatParams.from_settings(Settings()) == PAPER
+    assert settings.heat_params == HeatParams(0.5, 2.0, 3.0, 60.0)
+    assert Settings().heat_params == PAPER
 
 
 @given(

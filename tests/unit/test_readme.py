@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adapters.settings import ENV_PREFIX, Settings
 from streams.cli import build_parser
-from streams.settings import ENV_PREFIX, Settings
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 

@@ -7,9 +7,9 @@ import orjson
 import pytest
 
 from schemas.codec import decode, dumps
+from schemas.errors import InvalidEvent
 from schemas.export import SCHEMA_PATH, turn_schema_json
 from schemas.turn import MAX_META_BYTES, MAX_TEXT_CHARS, TurnEvent
-from streams.errors import InvalidEvent
 
 
 def turn(**changes: Any) -> dict[str, Any]:

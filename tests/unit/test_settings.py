@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from streams.errors import ConfigError
-from streams.settings import load_settings
+from adapters.settings import load_settings
+from schemas.errors import ConfigError
 
 
 def test_paper_defaults() -> None:

@@ -1,0 +1,1 @@
+"""Ports and adapters: the LLM, embedders, vector stores, the repository, settings, metrics."""

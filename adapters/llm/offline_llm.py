@@ -1,0 +1,193 @@
+"""OfflineLLM: the MemoryOS tasks without a model, deterministic and fast.
+
+It keeps the pipeline usable with no API key (demos, tests, replays) and is the fallback of the
+OpenAI backend when a reply cannot be parsed even after a repair attempt. Every answer is
+extractive or a documented heuristic: it never invents text that was not in the dialogue.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+
+from adapters.llm.extractive import (
+    Line,
+    cosine,
+    dialogue_lines,
+    jaccard,
+    keywords,
+    sentences,
+    speech,
+    summarize,
+    tokens,
+)
+from adapters.llm.offline_traits import detect_traits, merge_traits
+from adapters.ports import Answer, Embedder, PromptMemory, Topic
+from memory.chain import ContinuityVerdict
+from schemas.records import Page, Trait
+
+log = logging.getLogger(__name__)
+
+# Continuity thresholds. Lexical only: a shared content word or two in a short exchange
+# (Jaccard >= 0.1) is as good as a topic signal gets without vectors. With vectors the score is
+# the mean of cosine and Jaccard; sentence-embedding cosine of same-topic turns sits around
+# 0.4-0.6 and of unrelated turns below 0.2, so 0.2 splits them with the lexical term as a tiebreak.
+LEXICAL_THRESHOLD = 0.1
+COMBINED_THRESHOLD = 0.2
+# A second theme is split off only where the two halves share (almost) no content words.
+TOPIC_SPLIT_MAX_JACCARD = 0.05
+FACT_MAX_CHARS = 200
+I_DONT_KNOW = "I don't know."
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+_FIRST_PERSON_USER = re.compile(
+    r"\bI\b|\bI'(?:m|ve|d|ll)\b|(?i:\b(?:my|mine|we|we're|we've|our)\b)"
+)
+_FIRST_PERSON_AGENT = re.compile(r"\bI\b|\bI'(?:m|ve|d|ll)\b|(?i:\b(?:my|we|our)\b)")
+# Politeness is not knowledge: the paper's own example maps "I'm glad you find it interesting!"
+# to None.
+_PHATIC = re.compile(
+    r"^(?:I'm|I am) (?:glad|sorry|happy|here)|^I (?:understand|hope|see|appreciate|agree)"
+    r"|^I'd (?:be happy|love to help)",
+    re.IGNORECASE,
+)
+
+
+class OfflineLLM:
+    backend = "offline"
+
+    def __init__(self, embedder: Embedder | None = None, *, announce: bool = True) -> None:
+        """``embedder`` gives continuity vectors for pages that carry none; ``announce=False``
+        is for the OpenAI backend's fallback copy, which is not "the backend in use"."""
+        self._embedder = embedder
+        if announce:
+            log.warning("offline LLM backend in use: extractive heuristics, no model")
+
+    async def continuity(self, previous: Page | None, current: Page) -> ContinuityVerdict:
+        current_lines = dialogue_lines(current.text)
+        if previous is None:
+            return ContinuityVerdict(False, _nonempty(summarize(current_lines), current))
+        continuous = await self._continues(previous, current)
+        if continuous:
+            history = [Line("", previous.chain.summary)] if previous.chain.summary else []
+            summary = summarize([*history, *current_lines], limit=2)
+        else:
+            summary = summarize(current_lines)
+        return ContinuityVerdict(continuous, _nonempty(summary, current))
+
+    async def _continues(self, previous: Page, current: Page) -> bool:
+        if not tokens(current.query):
+            return True  # "Why?", "Tell me more": a query without content words follows on
+        lexical = jaccard(tokens(previous.text), tokens(current.text))
+        vectors = await self._vectors(previous, current)
+        if vectors is None:
+            return lexical >= LEXICAL_THRESHOLD
+        return (cosine(*vectors) + lexical) / 2 >= COMBINED_THRESHOLD
+
+    async def _vectors(
+        self, previous: Page, current: Page
+    ) -> tuple[list[float], list[float]] | None:
+        if previous.vector is not None and current.vector is not None:
+            return previous.vector, current.vector
+        if self._embedder is None:
+            return None
+        left, right = await self._embedder.embed([previous.text, current.text])
+        return left, right
+
+    async def topics(self, dialogue: str) -> list[Topic]:
+        lines = [line for line in dialogue_lines(dialogue) if line.speaker != "time"]
+        if not speech(lines).strip():
+            return []
+        return [_topic(part) for part in _split_themes(lines)]
+
+    async def segment_summary(self, previous_summary: str, dialogue: str) -> str:
+        history = [Line("", previous_summary)] if previous_summary.strip() else []
+        summary = summarize([*history, *dialogue_lines(dialogue)], limit=3)
+        return summary or previous_summary.strip() or dialogue.strip()[:FACT_MAX_CHARS]
+
+    async def user_traits(self, known: Mapping[str, Trait], dialogue: str) -> dict[str, Trait]:
+        said = speech(line for line in dialogue_lines(dialogue) if line.speaker in ("user", ""))
+        return merge_traits(known, detect_traits(said))
+
+    async def user_knowledge(self, dialogue: str) -> list[str]:
+        return _first_person_facts(dialogue, ("user", ""), _FIRST_PERSON_USER)
+
+    async def agent_traits(self, dialogue: str) -> list[str]:
+        return _first_person_facts(dialogue, ("assistant",), _FIRST_PERSON_AGENT)
+
+    async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer:
+        wanted = tokens(memory.query)
+        best, best_overlap = I_DONT_KNOW, 0
+        for text in memory.texts:
+            for line in dialogue_lines(text):
+                if line.speaker == "time":
+                    continue
+                for sentence in sentences(line.text):
+                    overlap = len(wanted & tokens(sentence))
+                    # Questions are what we are answering, not answers.
+                    if overlap > best_overlap and not sentence.endswith("?"):
+                        best, best_overlap = sentence, overlap
+        return Answer(text=best)
+
+    async def close(self) -> None:
+        return None
+
+
+def _nonempty(summary: str, page: Page) -> str:
+    return summary or page.text[:FACT_MAX_CHARS]
+
+
+def _split_themes(lines: Sequence[Line]) -> list[Sequence[Line]]:
+    """One theme, or two when the dialogue has a point where its halves share no words.
+
+    Conversations change topic in sequence, so the cut is searched along the dialogue instead
+    of clustering; each half must keep at least two lines to be a theme of its own.
+    """
+    best_cut, best_overlap = 0, TOPIC_SPLIT_MAX_JACCARD
+    for cut in range(2, len(lines) - 1):
+        overlap = jaccard(tokens(speech(lines[:cut])), tokens(speech(lines[cut:])))
+        if overlap < best_overlap:
+            best_cut, best_overlap = cut, overlap
+    if best_cut == 0:
+        return [lines]
+    return [lines[:best_cut], lines[best_cut:]]
+
+
+def _topic(lines: Sequence[Line]) -> Topic:
+    found = keywords(speech(lines)) or ["dialogue"]
+    content = summarize(lines) or speech(lines)[:FACT_MAX_CHARS]
+    return Topic(theme=found[0][:1].upper() + found[0][1:], keywords=found, content=content)
+
+
+def _first_person_facts(
+    dialogue: str, speakers: tuple[str, ...], first_person: re.Pattern[str]
+) -> list[str]:
+    """First-person statements by ``speakers``, dated with the page's time line if any."""
+    lines = dialogue_lines(dialogue)
+    if not any(line.speaker for line in lines):
+        lines = [Line("user", line.text) for line in lines]  # unlabelled text: the user's
+    facts: list[str] = []
+    for index, line in enumerate(lines):
+        if line.speaker not in speakers:
+            continue
+        date = _time_after(lines, index)
+        for sentence in sentences(line.text):
+            if sentence.endswith("?") or _PHATIC.match(sentence):
+                continue
+            if first_person.search(sentence) and len(tokens(sentence)) >= 2:
+                fact = sentence[:FACT_MAX_CHARS].rstrip(" .!")
+                facts.append(f"{fact} (on {date})." if date else f"{fact}.")
+    return list(dict.fromkeys(facts))
+
+
+def _time_after(lines: Sequence[Line], index: int) -> str | None:
+    """The date of the page a line belongs to: the first time line after it, before a new
+    user turn (``dialogue_text`` writes User, Assistant, Time per page)."""
+    for line in lines[index + 1 :]:
+        if line.speaker == "time":
+            iso_date = _ISO_DATE.match(line.text.strip())
+            return iso_date.group(0) if iso_date else line.text.strip() or None
+        if line.speaker == "user":
+            return None
+    return None

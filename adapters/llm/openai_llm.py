@@ -1,0 +1,211 @@
+"""OpenAILLM: the MemoryOS tasks on any OpenAI-compatible chat completions endpoint.
+
+Failure policy, in order:
+- transient errors (429, 5xx, timeouts, connection errors) are retried by ``call_with_retries``
+  with full-jitter backoff and Retry-After; an exhausted quota is raised at once
+  (``LLMQuotaExceeded``); exhausted retries raise ``LLMError``. Error text never becomes content.
+- a reply that cannot be parsed is asked for again once, with a repair instruction;
+- if the repaired reply cannot be parsed either, the task returns the offline backend's answer
+  (``OfflineLLM``) and counts a fallback, because one malformed reply should not stall a
+  user's partition; the offline answers are extractive, so nothing is invented.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
+
+from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+
+from adapters.llm import parsing, prompts
+from adapters.llm.offline_llm import OfflineLLM
+from adapters.llm.retry import RetryPolicy, Sleep, TaskUsage, call_with_retries, openai_client
+from adapters.ports import Answer, Embedder, PromptMemory, Topic
+from adapters.settings import Settings
+from memory.chain import ContinuityVerdict
+from schemas.errors import LLMError, LLMQuotaExceeded, LLMUnparseable
+from schemas.records import Page, Trait
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+REPAIR_ECHO_CHARS = 2000  # how much of a bad reply is echoed back in the repair turn
+
+
+class OpenAILLM:
+    backend = "openai"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        client: AsyncOpenAI | None = None,
+        embedder: Embedder | None = None,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+        on_tokens: Callable[[str, int, int], None] | None = None,
+    ) -> None:
+        self._model = settings.llm_model
+        self._on_tokens = on_tokens
+        self._client = client or openai_client(settings)
+        self._policy = RetryPolicy.from_settings(settings)
+        self._in_flight = asyncio.Semaphore(settings.llm_max_in_flight)
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._fallback = OfflineLLM(embedder, announce=False)
+        self.usage: dict[str, TaskUsage] = {}
+
+    # --- the tasks ---
+
+    async def continuity(self, previous: Page | None, current: Page) -> ContinuityVerdict:
+        verdict = await self._task(
+            "continuity",
+            prompts.continuity(previous, current),
+            parsing.parse_continuity,
+            lambda: self._fallback.continuity(previous, current),
+        )
+        if previous is None and verdict.continuous:
+            # Nothing to continue: keep the model's summary, not its verdict.
+            return ContinuityVerdict(False, verdict.summary)
+        return verdict
+
+    async def topics(self, dialogue: str) -> list[Topic]:
+        return await self._task(
+            "topics",
+            prompts.topics(dialogue),
+            parsing.parse_topics,
+            lambda: self._fallback.topics(dialogue),
+        )
+
+    async def segment_summary(self, previous_summary: str, dialogue: str) -> str:
+        return await self._task(
+            "segment_summary",
+            prompts.segment_summary(previous_summary, dialogue),
+            parsing.parse_summary,
+            lambda: self._fallback.segment_summary(previous_summary, dialogue),
+        )
+
+    async def user_traits(self, known: Mapping[str, Trait], dialogue: str) -> dict[str, Trait]:
+        """Known traits updated by the model's analysis (the model's level wins)."""
+        found = await self._task(
+            "user_traits",
+            prompts.user_traits(known, dialogue),
+            parsing.parse_traits,
+            lambda: self._fallback.user_traits({}, dialogue),
+        )
+        return {**known, **found}
+
+    async def user_knowledge(self, dialogue: str) -> list[str]:
+        return await self._task(
+            "user_knowledge",
+            prompts.user_knowledge(dialogue),
+            parsing.parse_facts,
+            lambda: self._fallback.user_knowledge(dialogue),
+        )
+
+    async def agent_traits(self, dialogue: str) -> list[str]:
+        return await self._task(
+            "agent_traits",
+            prompts.agent_traits(dialogue),
+            parsing.parse_facts,
+            lambda: self._fallback.agent_traits(dialogue),
+        )
+
+    async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer:
+        async def offline() -> str:
+            return (await self._fallback.respond(system, user, memory)).text
+
+        text, spent = await self._run("respond", (system, user), parsing.parse_answer, offline)
+        return Answer(text, spent.prompt_tokens, spent.completion_tokens)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    # --- plumbing ---
+
+    async def _task(
+        self,
+        task: str,
+        prompt: prompts.Prompt,
+        parse: Callable[[str], T],
+        fallback: Callable[[], Awaitable[T]],
+    ) -> T:
+        value, _ = await self._run(task, prompt, parse, fallback)
+        return value
+
+    async def _run(
+        self,
+        task: str,
+        prompt: prompts.Prompt,
+        parse: Callable[[str], T],
+        fallback: Callable[[], Awaitable[T]],
+    ) -> tuple[T, TaskUsage]:
+        """The parsed reply (or the fallback's) and the tokens this one task spent."""
+        spent = TaskUsage()
+        messages = _messages(prompt)
+        reply = await self._complete(task, messages, spent)
+        try:
+            return parse(reply), spent
+        except LLMUnparseable as problem:
+            self._usage(task).failures += 1
+            repair = prompts.repair(prompts.REPLY_FORMATS[task], str(problem))
+            messages += [
+                {"role": "assistant", "content": reply[:REPAIR_ECHO_CHARS]},
+                {"role": "user", "content": repair},
+            ]
+        reply = await self._complete(task, messages, spent)
+        try:
+            return parse(reply), spent
+        except LLMUnparseable as problem:
+            usage = self._usage(task)
+            usage.failures += 1
+            usage.fallbacks += 1
+            log.warning("LLM %s unparseable after repair (%s); offline answer used", task, problem)
+            return await fallback(), spent
+
+    async def _complete(
+        self, task: str, messages: list[ChatCompletionMessageParam], spent: TaskUsage
+    ) -> str:
+        usage = self._usage(task)
+
+        async def attempt() -> ChatCompletion:
+            async with self._in_flight:  # held per HTTP attempt, not while backing off
+                usage.calls += 1
+                return await self._client.chat.completions.create(
+                    model=self._model, messages=messages
+                )
+
+        def failed(_: BaseException) -> None:
+            usage.failures += 1
+
+        completion = await call_with_retries(
+            attempt,
+            self._policy,
+            what=f"LLM {task}",
+            error=LLMError,
+            quota_error=LLMQuotaExceeded,
+            sleep=self._sleep,
+            rng=self._rng,
+            on_failure=failed,
+        )
+        prompt_tokens = completion.usage.prompt_tokens if completion.usage else 0
+        completion_tokens = completion.usage.completion_tokens if completion.usage else 0
+        for counter in (usage, spent):
+            counter.prompt_tokens += prompt_tokens
+            counter.completion_tokens += completion_tokens
+        if self._on_tokens is not None:
+            self._on_tokens(task, prompt_tokens, completion_tokens)
+        text = completion.choices[0].message.content if completion.choices else None
+        return text or ""
+
+    def _usage(self, task: str) -> TaskUsage:
+        return self.usage.setdefault(task, TaskUsage())
+
+
+def _messages(prompt: prompts.Prompt) -> list[ChatCompletionMessageParam]:
+    system, user = prompt
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

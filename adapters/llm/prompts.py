@@ -1,0 +1,299 @@
+"""Prompt templates for the MemoryOS tasks, from the paper's appendix (arXiv 2506.06326).
+
+Each builder returns ``(system, user)``. Where the appendix has a prompt (continuity + meta
+summary, topic summaries, assistant knowledge, response, user traits) the wording is the
+paper's; the segment-summary and user-knowledge prompts are not in the appendix and are
+written in the same style. Every system prompt starts with a phrase listed in ``TASK_MARKERS``
+so test servers and logs can tell the tasks apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from adapters.llm.traits import TRAIT_GROUPS
+from schemas.records import Page, Trait
+
+Prompt = tuple[str, str]
+
+TASK_MARKERS: dict[str, str] = {
+    "continuity": "combined conversation continuity detector and meta-summary updater",
+    "topics": "expert in analyzing dialogue topics",
+    "segment_summary": "conversation segment summary updater",
+    "user_traits": "professional user preference analysis assistant",
+    "user_knowledge": "user knowledge extraction engine",
+    "agent_traits": "assistant knowledge extraction engine",
+    "respond": "You are role-playing as",
+}
+
+
+def task_of(text: str) -> str | None:
+    """Which task a prompt belongs to, by its marker; None when it carries none."""
+    return next((task for task, marker in TASK_MARKERS.items() if marker in text), None)
+
+
+def dialogue_text(pages: Iterable[Page]) -> str:
+    """Pages as the tasks read them: the two turns, then the time (the LPM prompt wants it)."""
+    return "\n".join(
+        f"User: {page.query}\nAssistant: {page.response}\nTime: {page.timestamp.isoformat()}"
+        for page in pages
+    )
+
+
+def continuity(previous: Page | None, current: Page) -> Prompt:
+    system = (
+        f"You are a {TASK_MARKERS['continuity']}.\n"
+        "Your task is to:\n"
+        "1. Determine if the two conversation pages are continuous (i.e., a true continuation "
+        "without a significant topic shift).\n"
+        "2. Based on this determination, provide a combined output as specified below."
+    )
+    if previous is None:
+        context = "Previous Meta-summary: (none; this is the first page)\nUser: \nAssistant: "
+    else:
+        context = (
+            f"Previous Meta-summary: {previous.chain.summary or '(none)'}\n"
+            f"User: {previous.query}\nAssistant: {previous.response}"
+        )
+    user = (
+        "Output Instructions:\n"
+        "- If the conversation pages ARE continuous:\n"
+        "  - Preserve relevant context from the previous meta-summary.\n"
+        "  - Integrate new information from the current dialogue to update the meta-summary.\n"
+        "  - The meta-summary should be concise (1-2 sentences max).\n"
+        '  - Output ONLY the word "true" on the first line, followed by the updated '
+        "meta-summary on the second line.\n"
+        "- If the conversation pages are NOT continuous (i.e., there is a topic shift or it's "
+        "a new conversation):\n"
+        "  - Create a new concise meta-summary (1-2 sentences max) based only on the current "
+        'dialogue (this will be the "current summary").\n'
+        '  - Output ONLY the word "false" on the first line, followed by this new '
+        "current-page meta-summary on the second line.\n"
+        "- Do NOT include any explanations, conversational filler, or any text other than "
+        '"true" or "false" on the first line and the summary on the second line.\n\n'
+        f"Previous Page Context:\n{context}\n\n"
+        f"Current Page Dialogue:\nUser: {current.query}\nAssistant: {current.response}\n\n"
+        "Combined Output (Continuity Status and Meta-Summary):"
+    )
+    return system, user
+
+
+def topics(dialogue: str) -> Prompt:
+    system = f"You are an {TASK_MARKERS['topics']}. No more than two topics."
+    user = (
+        "Please analyze the following dialogue and generate multiple subtopic summaries (if "
+        "applicable), with a maximum of two themes.\n"
+        "Each summary should include the subtopic name, keywords (separated by commas), and the "
+        "summary text, formatted as a JSON array, with an example format as follows:\n"
+        "[\n"
+        '  {"theme": "Business trip", "keywords": ["Business trip", "Itinerary", "Work"], '
+        '"content": "User mentioned the troubles related to business trips."},\n'
+        '  {"theme": "Health", "keywords": ["Cold", "Uncomfortable", "Sick"], '
+        '"content": "User reported feeling unwell due to a cold."}\n'
+        "]\n"
+        "Please directly output the JSON array, without adding any other content.\n"
+        f"Conversation content:\n{dialogue}"
+    )
+    return system, user
+
+
+def segment_summary(previous_summary: str, dialogue: str) -> Prompt:
+    system = (
+        f"You are a {TASK_MARKERS['segment_summary']}. Your task is to:\n"
+        "1. Preserve relevant context from the previous segment summary\n"
+        "2. Integrate new information from the new dialogue\n"
+        "3. Output ONLY the updated summary (no explanations)"
+    )
+    user = (
+        "Update the summary of this topic segment by incorporating the new dialogue.\n\n"
+        "Guidelines:\n"
+        "1. Start from the previous summary (if exists)\n"
+        "2. Add/update information based on the new dialogue\n"
+        "3. Keep it concise (2-3 sentences max)\n"
+        "4. Keep names, dates and concrete entities\n\n"
+        f"Previous summary: {previous_summary or '(none)'}\n"
+        f"New Dialogue:\n{dialogue}\n\n"
+        "Updated summary:"
+    )
+    return system, user
+
+
+def _format_known(known: Mapping[str, Trait]) -> str:
+    if not known:
+        return "(none)"
+    return "\n".join(
+        f"{name}: {trait.level}" + (f" [Reason: {trait.reason}]" if trait.reason else "")
+        for name, trait in known.items()
+    )
+
+
+def _format_dimensions() -> str:
+    blocks = []
+    for group, dimensions in TRAIT_GROUPS.items():
+        lines = "\n".join(f"* {name}: {text}" for name, text in dimensions.items())
+        blocks.append(f"[{group}]\n\n{lines}")
+    return "\n\n".join(blocks)
+
+
+def user_traits(known: Mapping[str, Trait], dialogue: str) -> Prompt:
+    # "90" is the paper's wording; TRAIT_GROUPS holds the dimensions the appendix actually lists.
+    system = (
+        f"You are a {TASK_MARKERS['user_traits']}. Your task is to analyze and update a user's "
+        "personality preferences based on 90 defined dimensions, using provided user-AI "
+        "dialogue text. For each dimension:\n\n"
+        "1. Carefully read the dialogue to determine if the dimension is reflected.\n"
+        "2. If reflected, determine the user's preference level: High/Medium/Low, and briefly "
+        "provide the reason or cite dialogue.\n"
+        "3. If not reflected, do not list the dimension."
+    )
+    user = (
+        "The 90 dimensions and their explanations are as follows:\n\n"
+        f"{_format_dimensions()}\n\n"
+        "Based on the above dimension definitions, analyze the following user-AI dialogue text. "
+        "List only the preference dimensions that can be extracted, item by item, in the "
+        "following format:\n\n"
+        "Dimension: Level (High/Medium/Low) [Reason: Briefly explain the reason or cite "
+        "specific dialogue content as evidence]\n\n"
+        "If a dimension cannot be reflected in the dialogue, do not list it.\n\n"
+        "Known user personality (if any, please update based on this; otherwise, skip):\n"
+        f"{_format_known(known)}\n\n"
+        f"The latest user-AI dialogue text is as follows:\n{dialogue}\n\n"
+        "Please begin the analysis."
+    )
+    return system, user
+
+
+def user_knowledge(dialogue: str) -> Prompt:
+    system = (
+        f"You are a {TASK_MARKERS['user_knowledge']}. Rules:\n"
+        "1. Extract ONLY explicit statements by the user about themselves: facts, events, "
+        "plans, preferences, people and possessions.\n"
+        "2. Use concise and factual statements in the first person, as the user would say them.\n"
+        '3. If no relevant information is found, output "None".'
+    )
+    user = (
+        "# User Knowledge Extraction Task\n"
+        "Analyze the conversation and extract any fact about the user.\n"
+        'If no facts can be extracted, reply with "None". Use the following format for output:\n'
+        "The generated content should be as concise as possible --- the more concise, the "
+        "better. Include the time and event(s) where the conversation gives them.\n"
+        '[User Knowledge]\n- [Fact 1]\n- [Fact 2]\n- (Or "None" if none found)\n\n'
+        "Few-shot examples:\n"
+        "1. User: I adopted a puppy named Max last weekend.\n"
+        "   AI: Congratulations! Puppies are a lot of fun.\n"
+        "   Time: 2023-10-01\n"
+        "   [User Knowledge]\n"
+        "   - I adopted a puppy named Max in the week before 2023-10-01.\n\n"
+        "2. User: That's interesting. I didn't know you could do that.\n"
+        "   AI: I'm glad you find it interesting!\n"
+        "   [User Knowledge]\n"
+        "   - None\n\n"
+        f"Conversation:\n{dialogue}"
+    )
+    return system, user
+
+
+def agent_traits(dialogue: str) -> Prompt:
+    system = (
+        f"You are an {TASK_MARKERS['agent_traits']}. Rules:\n"
+        "1. Extract ONLY explicit statements about the assistant's identity or knowledge.\n"
+        "2. Use concise and factual statements in the first person.\n"
+        '3. If no relevant information is found, output "None".'
+    )
+    user = (
+        "# Assistant Knowledge Extraction Task\n"
+        "Analyze the conversation and extract any fact or identity traits about the assistant.\n"
+        'If no traits can be extracted, reply with "None". Use the following format for output:\n'
+        "The generated content should be as concise as possible --- the more concise, the "
+        "better.Must include time and event(s)\n"
+        '[Assistant Knowledge]\n- [Fact 1]\n- [Fact 2]\n- (Or "None" if none found)\n\n'
+        "Few-shot examples:\n"
+        "1. User: Can you recommend some movies.\n"
+        "   AI: Yes, I recommend Interstellar.\n"
+        "   Time: 2023-10-01\n"
+        "   [Assistant Knowledge]\n"
+        "   - I recommend Interstellar on 2023-10-01.\n\n"
+        "2. User: That's interesting. I didn't know you could do that.\n"
+        "   AI: I'm glad you find it interesting!\n"
+        "   [Assistant Knowledge]\n"
+        "   - None\n\n"
+        f"Conversation:\n{dialogue}"
+    )
+    return system, user
+
+
+def response(
+    *,
+    query: str,
+    history: str,
+    retrieval: str,
+    background: str,
+    assistant_knowledge: str,
+    speaker_a: str = "User",
+    speaker_b: str = "Assistant",
+    qa_style: bool = False,
+) -> Prompt:
+    """The appendix's response prompt.
+
+    With ``qa_style`` it keeps the paper's LoCoMo question-answering instructions (extremely
+    concise, dates as '17 July 2025'); without it those are left out, because a service
+    answering customers should not reply in three-word fragments.
+    """
+    system = (
+        f"{TASK_MARKERS['respond']} {speaker_b} in a conversation with the user who is "
+        f"playing {speaker_a}.\n"
+        f"Here are some of your character traits and knowledge:\n{assistant_knowledge}\n"
+        f"Any content referring to 'User' in the prompt refers to {speaker_a}'s content, and "
+        f"any content referring to 'AI' or 'assistant' refers to {speaker_b}'s content."
+    )
+    if qa_style:
+        system += (
+            f"\nYour task is to answer questions about {speaker_a} or {speaker_b} in an "
+            "extremely concise manner.\n"
+            "When the question is: 'What did the charity race raise awareness for?', you should "
+            "not answer in the form of: 'The charity race raised awareness for mental health.' "
+            "Instead, it should be: 'mental health', as this is more concise."
+        )
+    user = (
+        f"<CONTEXT>\nRecent conversation between {speaker_a} and {speaker_b}:\n{history}\n"
+        f"<MEMORY>\nRelevant past conversations:\n{retrieval}\n"
+        f"<CHARACTER TRAITS>\nCharacteristics of {speaker_a}:\n{background}\n"
+        f"The question is: {query}\n"
+    )
+    if qa_style:
+        user += (
+            f"Your task is to answer questions about {speaker_a} or {speaker_b} in an extremely "
+            "concise manner.\n"
+            "Please only provide the content of the answer, without including 'answer:'\n"
+            "For questions that require answering a date or time, strictly follow the format "
+            "'17 July 2025' and provide a specific date whenever possible. For example, if you "
+            "need to answer 'last year,' give the specific year of last year rather than just "
+            "saying 'last year.' Only provide one year, date, or time, without any extra "
+            "responses.\n"
+            "If the question is about the duration, answer in the form of several years, "
+            "months, or days.\n"
+            "Generate answers primarily composed of concrete entities, such as Mentoring "
+            "program, school speech, etc."
+        )
+    else:
+        user += "Answer as the assistant, using the memory above where it is relevant."
+    return system, user
+
+
+def repair(task_format: str, problem: str) -> str:
+    """The follow-up message after a reply that could not be parsed."""
+    return (
+        f"Your previous reply could not be parsed: {problem}. "
+        f"Reply again with only {task_format}, and nothing else."
+    )
+
+
+REPLY_FORMATS: dict[str, str] = {
+    "continuity": '"true" or "false" on the first line and the meta-summary on the second line',
+    "topics": 'a JSON array of at most two {"theme", "keywords", "content"} objects',
+    "segment_summary": "the updated summary as plain text",
+    "user_traits": 'lines of the form "Dimension: High|Medium|Low [Reason: ...]", or "None"',
+    "user_knowledge": 'a list of "- fact" lines, or "None"',
+    "agent_traits": 'a list of "- fact" lines, or "None"',
+    "respond": "the answer text",
+}

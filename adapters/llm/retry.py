@@ -1,0 +1,154 @@
+"""The retry loop (and client set-up) shared by the OpenAI chat and embedding adapters.
+
+The ``openai`` client is built with ``max_retries=0``: this loop owns retrying so that the
+policy (full-jitter exponential backoff, Retry-After, no retry on exhausted quota) is the same
+for every call, is observable, and can be tested with an injected sleep and random source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import openai
+from openai import AsyncOpenAI
+
+from adapters.settings import Settings
+from schemas.errors import MemoryOSError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Sleep = Callable[[float], Awaitable[None]]
+
+# A provider asking for more than this is treated as asking for this: a worker blocked for
+# longer would miss its Kafka session timeout, and the event would be redelivered anyway.
+RETRY_AFTER_CEILING_S = 300.0
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# Without a key the client refuses to start; OpenAI-compatible local servers ignore it.
+NO_KEY = "not-needed"
+
+
+def openai_client(settings: Settings) -> AsyncOpenAI:
+    """The async client with its own retries off; key and URL passed explicitly, so the
+    client does not fall back to reading the environment (Settings already did)."""
+    return AsyncOpenAI(
+        api_key=settings.openai_api_key or NO_KEY,
+        base_url=settings.openai_base_url or DEFAULT_BASE_URL,
+        max_retries=0,
+        timeout=settings.llm_timeout_s,
+    )
+
+
+@dataclass
+class TaskUsage:
+    calls: int = 0  # HTTP attempts, retries included
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failures: int = 0  # attempts that raised, and replies that could not be parsed
+    fallbacks: int = 0  # tasks answered by the offline backend after a failed repair
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int
+    base_s: float
+    max_s: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RetryPolicy:
+        return cls(
+            max_retries=settings.llm_max_retries,
+            base_s=settings.llm_backoff_base_s,
+            max_s=settings.llm_backoff_max_s,
+        )
+
+    def backoff(self, attempt: int, rng: random.Random) -> float:
+        """Full jitter: uniform in [0, min(cap, base * 2**attempt)] (attempt counts from 0)."""
+        ceiling = min(self.max_s, self.base_s * 2.0 ** min(attempt, 62))
+        return rng.uniform(0.0, ceiling)
+
+
+def is_quota_error(error: BaseException) -> bool:
+    """A 429 that says the account has no quota left: waiting will not help."""
+    if not isinstance(error, openai.RateLimitError):
+        return False
+    return "insufficient_quota" in (error.code, error.type)
+
+
+def is_retryable(error: BaseException) -> bool:
+    if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code == 429 or error.status_code >= 500
+    return False
+
+
+def retry_after_s(error: BaseException) -> float | None:
+    """Seconds the server asked us to wait (``retry-after-ms`` or ``retry-after``), if any."""
+    if not isinstance(error, openai.APIStatusError):
+        return None
+    headers = error.response.headers
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            seconds = float(raw) / divisor
+        except ValueError:
+            continue  # an HTTP date: rare from LLM providers; fall back to our own backoff
+        if math.isfinite(seconds) and seconds >= 0:
+            return min(seconds, RETRY_AFTER_CEILING_S)
+    return None
+
+
+def describe(error: BaseException) -> str:
+    if isinstance(error, openai.APIStatusError):
+        return f"HTTP {error.status_code}: {error.message}"
+    return f"{type(error).__name__}: {error}"
+
+
+async def call_with_retries(
+    call: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    what: str,
+    error: type[MemoryOSError],
+    quota_error: type[MemoryOSError],
+    sleep: Sleep = asyncio.sleep,
+    rng: random.Random | None = None,
+    on_failure: Callable[[BaseException], None] | None = None,
+) -> T:
+    """Run ``call``; retry transient failures; raise ``error`` (or ``quota_error``) at the end.
+
+    ``on_failure`` sees every failed attempt (for usage counters). Non-retryable API errors
+    (400, 401, 404, ...) are raised at once as ``error``; other exceptions propagate untouched.
+    """
+    rng = rng or random.Random()
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except openai.OpenAIError as exc:
+            if on_failure is not None:
+                on_failure(exc)
+            if is_quota_error(exc):
+                raise quota_error(f"{what}: provider quota exhausted ({describe(exc)})") from exc
+            if not is_retryable(exc):
+                raise error(f"{what}: {describe(exc)}") from exc
+            if attempt >= policy.max_retries:
+                raise error(
+                    f"{what}: gave up after {attempt + 1} attempts ({describe(exc)})"
+                ) from exc
+            delay = policy.backoff(attempt, rng)
+            asked = retry_after_s(exc)
+            if asked is not None:
+                delay = max(delay, asked)
+            log.info("%s: %s; retry %d in %.2fs", what, describe(exc), attempt + 1, delay)
+            attempt += 1
+            await sleep(delay)

@@ -1,0 +1,182 @@
+"""The small ports the agents and the service talk to.
+
+Each port has real adapters (wired from Settings by the app factory) and a fake for unit
+tests; one contract test suite runs against every adapter of a port.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from memory.chain import ContinuityVerdict
+from schemas.records import Page, Trait
+
+Payload = dict[str, Any]
+FilterValue = str | int | bool | list[str]
+Filter = Mapping[str, FilterValue]  # a list value means "any of these"
+SparseVector = dict[int, float]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the epoch."""
+        ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+
+# --- embedder ---
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit-length vector per text, in order; identical texts are embedded once."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+# --- vector store ---
+
+PAGES = "pages"
+SEGMENTS = "segments"
+USER_KNOWLEDGE = "user_knowledge"
+AGENT_TRAITS = "agent_traits"
+PERSONAS = "personas"
+COLLECTIONS = (PAGES, SEGMENTS, USER_KNOWLEDGE, AGENT_TRAITS, PERSONAS)
+PERSONA_DIM = 1  # personas hold one payload-only point per user; the vector is a placeholder
+
+
+@dataclass(frozen=True)
+class Point:
+    id: str
+    vector: list[float]
+    payload: Payload
+    sparse: SparseVector | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    score: float
+    payload: Payload
+    vector: list[float] | None = field(default=None, compare=False)
+
+
+class VectorStore(Protocol):
+    """Qdrant collections, every read filtered on ``user_id``.
+
+    Point ids are strings (uuid5 of user and natural key), so replays overwrite.
+    """
+
+    name: str
+
+    async def ensure_collections(self, dim: int) -> None: ...
+
+    async def upsert(self, collection: str, points: Sequence[Point]) -> None: ...
+
+    async def search(
+        self,
+        collection: str,
+        user_id: str,
+        vector: Sequence[float],
+        limit: int,
+        where: Filter | None = None,
+        sparse: SparseVector | None = None,
+        with_vectors: bool = False,
+        lexical_only: bool = False,
+    ) -> list[Hit]:
+        """Nearest points of one user; with ``sparse`` the dense and lexical lists are fused
+        (``lexical_only``: ranked by the sparse vector alone)."""
+        ...
+
+    async def retrieve(
+        self, collection: str, ids: Sequence[str], with_vectors: bool = False
+    ) -> list[Point]: ...
+
+    async def scroll(
+        self,
+        collection: str,
+        user_id: str,
+        where: Filter | None = None,
+        with_vectors: bool = False,
+    ) -> list[Point]: ...
+
+    async def count(
+        self, collection: str, user_id: str | None = None, where: Filter | None = None
+    ) -> int: ...
+
+    async def delete(self, collection: str, ids: Sequence[str]) -> None: ...
+
+    async def delete_user(self, collection: str, user_id: str) -> int:
+        """Delete every point of one user; return how many there were."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+# --- LLM ---
+
+
+@dataclass(frozen=True)
+class Topic:
+    theme: str
+    keywords: list[str]
+    content: str
+
+
+@dataclass(frozen=True)
+class PromptMemory:
+    """What went into a response prompt, kept structured for the offline backend."""
+
+    query: str
+    texts: list[str]
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class LLM(Protocol):
+    """The MemoryOS tasks. Never returns error text as content: it raises LLMError."""
+
+    backend: str
+
+    async def continuity(self, previous: Page | None, current: Page) -> ContinuityVerdict:
+        """Does ``current`` continue ``previous``'s chain? Plus the chain's new meta summary."""
+        ...
+
+    async def topics(self, dialogue: str) -> list[Topic]:
+        """At most two themes with keywords and a summary each."""
+        ...
+
+    async def segment_summary(self, previous_summary: str, dialogue: str) -> str: ...
+
+    async def user_traits(self, known: Mapping[str, Trait], dialogue: str) -> dict[str, Trait]:
+        """The paper's 90-dimension analysis, updated from ``known``."""
+        ...
+
+    async def user_knowledge(self, dialogue: str) -> list[str]:
+        """Facts about the user, first person, with time where given."""
+        ...
+
+    async def agent_traits(self, dialogue: str) -> list[str]:
+        """Facts about the assistant's identity or knowledge."""
+        ...
+
+    async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,227 @@
+"""Memory records in the vector store: the durable source of truth for every tier.
+
+Agents keep fast partition-local tables, but the embedded broker forgets everything on
+restart, so every change is also written here and a table rebuilds from here on a miss.
+The response service, stateless, reads only from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.ports import (
+    AGENT_TRAITS,
+    PAGES,
+    PERSONA_DIM,
+    PERSONAS,
+    SEGMENTS,
+    USER_KNOWLEDGE,
+    Filter,
+    Hit,
+    Point,
+    VectorStore,
+)
+from memory import ids
+from memory.text import lexical_vector
+from schemas.records import Page, Persona, Segment
+
+STM = "stm"
+MTM = "mtm"
+HEAT_DOC = "heat"
+PERSONA_DOC = "persona"
+TOMBSTONE_DOC = "tombstone"
+FACT_COLLECTIONS = {"user_knowledge": USER_KNOWLEDGE, "agent_traits": AGENT_TRAITS}
+
+
+@dataclass(frozen=True)
+class StoredSegment:
+    segment: Segment
+    vector: list[float]
+    size: int
+
+
+def _page_payload(page: Page, tier: str, segment_id: str | None) -> dict[str, Any]:
+    payload = page.model_dump(mode="json", exclude={"vector"})
+    payload.update(tier=tier, segment_id=segment_id)
+    return payload
+
+
+def _page_from(point_payload: Mapping[str, Any], vector: list[float] | None) -> Page:
+    fields = {k: v for k, v in point_payload.items() if k not in ("tier", "segment_id")}
+    return Page.model_validate(fields | {"vector": vector})
+
+
+class MemoryRepository:
+    def __init__(self, store: VectorStore) -> None:
+        self.store = store
+
+    # --- pages ---
+
+    async def save_pages(
+        self, pages: Sequence[Page], tier: str, segment_id: str | None = None
+    ) -> None:
+        points = []
+        for page in pages:
+            if page.vector is None:
+                raise ValueError(f"page {page.page_id} has no vector")
+            points.append(
+                Point(
+                    id=page.page_id,
+                    vector=page.vector,
+                    payload=_page_payload(page, tier, segment_id),
+                    sparse=lexical_vector(f"{page.query} {page.response}"),
+                )
+            )
+        await self.store.upsert(PAGES, points)
+
+    async def page_tiers(self, page_ids: Sequence[str]) -> dict[str, str]:
+        """Which of these pages are stored, and in which tier."""
+        points = await self.store.retrieve(PAGES, page_ids)
+        return {point.id: str(point.payload.get("tier")) for point in points}
+
+    async def stm_pages(self, user_id: str, with_vectors: bool = True) -> list[Page]:
+        """The STM window in order; readers that only show pages skip the vectors."""
+        points = await self.store.scroll(PAGES, user_id, {"tier": STM}, with_vectors=with_vectors)
+        points.sort(key=lambda p: int(p.payload.get("seq", 0)))
+        return [_page_from(p.payload, p.vector if with_vectors else None) for p in points]
+
+    async def pages_of_segment(self, user_id: str, segment_id: str) -> list[Page]:
+        points = await self.store.scroll(PAGES, user_id, {"segment_id": segment_id})
+        points.sort(key=lambda p: int(p.payload.get("seq", 0)))
+        return [_page_from(p.payload, None) for p in points]
+
+    async def search_pages(
+        self,
+        user_id: str,
+        vector: Sequence[float],
+        text: str,
+        segment_ids: Sequence[str] | None,
+        limit: int,
+        lexical_only: bool = False,
+    ) -> list[tuple[Hit, Page]]:
+        """One hybrid ranking over the pages of these segments (scores comparable across
+        them), or over all the user's MTM pages when ``segment_ids`` is None."""
+        if segment_ids is not None and not segment_ids:
+            return []
+        where: Filter = {"tier": MTM} if segment_ids is None else {"segment_id": list(segment_ids)}
+        sparse = lexical_vector(text)
+        if lexical_only and not sparse:
+            return []  # a text of stop words only: nothing to match lexically
+        hits = await self.store.search(
+            PAGES, user_id, vector, limit, where=where, sparse=sparse, lexical_only=lexical_only
+        )
+        return [(hit, _page_from(hit.payload, None)) for hit in hits]
+
+    async def delete_pages(self, page_ids: Sequence[str]) -> None:
+        if page_ids:
+            await self.store.delete(PAGES, page_ids)
+
+    # --- segments ---
+
+    async def save_segment(self, segment: Segment, vector: list[float], size: int) -> None:
+        payload = segment.model_dump(mode="json") | {"size": size}
+        await self.store.upsert(SEGMENTS, [Point(segment.segment_id, vector, payload)])
+
+    async def nearest_segments(
+        self, user_id: str, vector: Sequence[float], limit: int, with_vectors: bool = True
+    ) -> list[tuple[float, StoredSegment]]:
+        hits = await self.store.search(SEGMENTS, user_id, vector, limit, with_vectors=with_vectors)
+        return [(hit.score, self._segment(hit.payload, hit.vector or [])) for hit in hits]
+
+    async def all_segments(self, user_id: str) -> list[StoredSegment]:
+        points = await self.store.scroll(SEGMENTS, user_id)
+        return [self._segment(p.payload, []) for p in points]
+
+    async def delete_segments(self, segment_ids: Sequence[str]) -> None:
+        if segment_ids:
+            await self.store.delete(SEGMENTS, segment_ids)
+
+    @staticmethod
+    def _segment(payload: Mapping[str, Any], vector: list[float]) -> StoredSegment:
+        size = int(payload.get("size", 0))
+        fields = {k: v for k, v in payload.items() if k != "size"}
+        return StoredSegment(Segment.model_validate(fields), vector, size)
+
+    # --- per-user documents (payload-only points): heat bookkeeping and persona ---
+
+    async def load_doc(self, user_id: str, kind: str) -> dict[str, Any] | None:
+        points = await self.store.retrieve(PERSONAS, [ids.point_id(user_id, "doc", kind)])
+        return dict(points[0].payload["data"]) if points else None
+
+    async def save_doc(self, user_id: str, kind: str, data: Mapping[str, Any]) -> None:
+        point = Point(
+            id=ids.point_id(user_id, "doc", kind),
+            vector=[1.0] * PERSONA_DIM,
+            payload={"user_id": user_id, "kind": kind, "data": dict(data)},
+        )
+        await self.store.upsert(PERSONAS, [point])
+
+    async def load_persona(self, user_id: str) -> Persona:
+        data = await self.load_doc(user_id, PERSONA_DOC)
+        return Persona.model_validate(data) if data else Persona(user_id=user_id)
+
+    async def save_persona(self, persona: Persona) -> None:
+        await self.save_doc(persona.user_id, PERSONA_DOC, persona.model_dump(mode="json"))
+
+    # --- user knowledge and agent traits ---
+
+    async def save_facts(
+        self, user_id: str, kind: str, facts: Sequence[str], vectors: Sequence[list[float]]
+    ) -> None:
+        points = [
+            Point(
+                id=ids.fact_id(user_id, kind, fact),
+                vector=vector,
+                payload={"user_id": user_id, "text": fact},
+                sparse=lexical_vector(fact),
+            )
+            for fact, vector in zip(facts, vectors, strict=True)
+        ]
+        if points:
+            await self.store.upsert(FACT_COLLECTIONS[kind], points)
+
+    async def delete_facts(self, user_id: str, kind: str, facts: Iterable[str]) -> None:
+        fact_ids = [ids.fact_id(user_id, kind, fact) for fact in facts]
+        if fact_ids:
+            await self.store.delete(FACT_COLLECTIONS[kind], fact_ids)
+
+    async def search_facts(
+        self, user_id: str, kind: str, vector: Sequence[float], text: str, limit: int
+    ) -> list[Hit]:
+        return await self.store.search(
+            FACT_COLLECTIONS[kind], user_id, vector, limit, sparse=lexical_vector(text)
+        )
+
+    # --- forgetting ---
+
+    async def count_user(self, user_id: str) -> dict[str, int]:
+        return {
+            "short_term": await self.store.count(PAGES, user_id, {"tier": STM}),
+            "mid_term_pages": await self.store.count(PAGES, user_id, {"tier": MTM}),
+            "segments": await self.store.count(SEGMENTS, user_id),
+            "user_knowledge": await self.store.count(USER_KNOWLEDGE, user_id),
+            "agent_traits": await self.store.count(AGENT_TRAITS, user_id),
+        }
+
+    async def delete_user(self, user_id: str, at: float) -> dict[str, int]:
+        """Delete every point of the user, then leave a tombstone dated ``at``.
+
+        The tombstone tells the agents to drop events of this user produced before ``at``
+        (accepted before the delete), so they cannot bring the user back.
+        """
+        counts = await self.count_user(user_id)
+        await self.purge_user(user_id)
+        await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at})
+        return counts
+
+    async def purge_user(self, user_id: str) -> None:
+        for collection in (PAGES, SEGMENTS, USER_KNOWLEDGE, AGENT_TRAITS, PERSONAS):
+            await self.store.delete_user(collection, user_id)
+
+    async def tombstones(self, user_ids: Sequence[str]) -> dict[str, float]:
+        """When each of these users was last deleted (users never deleted are absent)."""
+        point_ids = {ids.point_id(user, "doc", TOMBSTONE_DOC): user for user in user_ids}
+        points = await self.store.retrieve(PERSONAS, list(point_ids))
+        return {point_ids[point.id]: float(point.payload["data"]["deleted_at"]) for point in points}

@@ -1,0 +1,17 @@
+"""Vector-store adapters: Qdrant Edge in-process (embedded) and Qdrant via qdrant-client."""
+
+from __future__ import annotations
+
+from adapters.ports import VectorStore
+from adapters.settings import Settings
+
+
+def build_store(settings: Settings) -> VectorStore:
+    """The store ``settings.store`` names; collections are created by ``ensure_collections``."""
+    if settings.store == "edge":
+        from adapters.stores.edge import EdgeStore
+
+        return EdgeStore(settings.data_dir / "qdrant")
+    from adapters.stores.qdrant import QdrantStore
+
+    return QdrantStore(settings.qdrant_url, api_key=settings.qdrant_api_key)

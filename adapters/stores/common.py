@@ -1,0 +1,221 @@
+"""What the vector-store adapters share: collection specs, validation, filters, errors.
+
+Both adapters keep the same layout so that an embedded data folder and a Qdrant server hold
+the same thing: per collection one dense cosine vector named ``dense`` and, where lexical
+matching helps retrieval, one sparse vector named ``lexical`` whose IDF the engine computes.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from adapters.ports import (
+    AGENT_TRAITS,
+    COLLECTIONS,
+    PAGES,
+    PERSONA_DIM,
+    PERSONAS,
+    USER_KNOWLEDGE,
+    Filter,
+    FilterValue,
+    Hit,
+    Payload,
+    Point,
+    SparseVector,
+)
+from schemas.errors import StoreError
+
+DENSE = "dense"
+LEXICAL = "lexical"
+USER_ID = "user_id"
+
+# The constant of the original RRF paper (Cormack et al. 2009); both engines score a point
+# 1 / (k + rank) per list, rank counted from 0, and add the lists up.
+RRF_K = 60
+SCROLL_PAGE = 256
+_LEXICAL_COLLECTIONS = frozenset({PAGES, USER_KNOWLEDGE, AGENT_TRAITS})
+_MAX_SPARSE_INDEX = 2**32 - 1  # Qdrant stores sparse indices as u32
+
+
+@dataclass(frozen=True)
+class CollectionSpec:
+    name: str
+    dim: int
+    lexical: bool
+
+
+# Payload fields besides user_id that reads filter on: indexed so those filters stay cheap
+# (measured: a page search inside chosen segments 4.9 ms -> 0.5 ms at 100 users x 300 pages).
+KEYWORD_FIELDS: dict[str, tuple[str, ...]] = {"pages": ("tier", "segment_id")}
+
+
+def collection_specs(dim: int) -> dict[str, CollectionSpec]:
+    """The five collections for an embedder of ``dim`` dimensions."""
+    if dim < 1:
+        raise StoreError(f"vector size must be at least 1, got {dim}")
+    return {
+        name: CollectionSpec(
+            name=name,
+            dim=PERSONA_DIM if name == PERSONAS else dim,
+            lexical=name in _LEXICAL_COLLECTIONS,
+        )
+        for name in COLLECTIONS
+    }
+
+
+def prefetch_limit(limit: int) -> int:
+    """How deep each side of a hybrid search looks before fusion.
+
+    RRF only sees what the two lists return: a point that is 15th by meaning and 1st by words
+    must still be in the dense list to get credit for both.
+    """
+    return max(4 * limit, 50)
+
+
+def spec_of(specs: dict[str, CollectionSpec], collection: str) -> CollectionSpec:
+    if not specs:
+        raise StoreError("the store is closed or not ready: call ensure_collections(dim) first")
+    try:
+        return specs[collection]
+    except KeyError:
+        raise StoreError(
+            f"unknown collection {collection!r}; expected one of {', '.join(specs)}"
+        ) from None
+
+
+def check_id(point_id: str) -> str:
+    """Point ids are uuid strings (uuid5 of user and natural key), in canonical form."""
+    try:
+        return str(uuid.UUID(point_id))
+    except (ValueError, TypeError, AttributeError):
+        raise StoreError(f"point id must be a uuid string, got {point_id!r}") from None
+
+
+def check_ids(ids: Sequence[str]) -> list[str]:
+    return [check_id(point_id) for point_id in ids]
+
+
+def check_points(spec: CollectionSpec, points: Sequence[Point]) -> None:
+    """Reject what the engine would store badly or never find again, before anything is written.
+
+    A point without ``user_id`` would be invisible to every (user-filtered) read, and a sparse
+    vector on a collection without one would be dropped: both are caller bugs, so they raise.
+    """
+    for point in points:
+        check_id(point.id)
+        if len(point.vector) != spec.dim:
+            raise StoreError(
+                f"{spec.name}: point {point.id} has a vector of size {len(point.vector)}, "
+                f"the collection expects {spec.dim}"
+            )
+        owner = point.payload.get(USER_ID)
+        if not isinstance(owner, str) or not owner:
+            raise StoreError(f"{spec.name}: point {point.id} has no {USER_ID!r} in its payload")
+        if point.sparse:
+            check_sparse(spec, point.sparse)
+
+
+def check_sparse(spec: CollectionSpec, sparse: SparseVector) -> None:
+    if not spec.lexical:
+        raise StoreError(f"collection {spec.name!r} has no lexical (sparse) vector")
+    for index, value in sparse.items():
+        if not 0 <= index <= _MAX_SPARSE_INDEX:
+            raise StoreError(f"{spec.name}: sparse index {index} is outside 0..2**32-1")
+        if not math.isfinite(value):
+            raise StoreError(f"{spec.name}: sparse value {value!r} at {index} is not finite")
+
+
+def check_search(
+    specs: dict[str, CollectionSpec],
+    collection: str,
+    vector: Sequence[float],
+    sparse: SparseVector | None,
+    lexical_only: bool,
+) -> CollectionSpec:
+    spec = spec_of(specs, collection)
+    if not lexical_only and len(vector) != spec.dim:
+        raise StoreError(
+            f"{spec.name}: query vector has size {len(vector)}, the collection expects {spec.dim}"
+        )
+    if sparse:
+        check_sparse(spec, sparse)
+    elif lexical_only:
+        raise StoreError("lexical_only search needs a non-empty sparse vector")
+    return spec
+
+
+def sparse_parts(sparse: SparseVector) -> tuple[list[int], list[float]]:
+    """Indices in ascending order with their values, the form both engines take."""
+    ordered = sorted(sparse.items())
+    return [index for index, _ in ordered], [float(value) for _, value in ordered]
+
+
+def match_pairs(user_id: str | None, where: Filter | None) -> list[tuple[str, FilterValue]]:
+    """The exact-match conditions of a read: the user first, then ``where``.
+
+    A list value matches any of its items (a page of any of the chosen segments).
+    """
+    pairs: list[tuple[str, FilterValue]] = []
+    if user_id is not None:
+        if not isinstance(user_id, str) or not user_id:
+            raise StoreError(f"user_id must be a non-empty string, got {user_id!r}")
+        pairs.append((USER_ID, user_id))
+    for key, value in (where or {}).items():
+        if key == USER_ID:
+            raise StoreError("pass the user as user_id, not inside where")
+        is_list = isinstance(value, list) and all(isinstance(item, str) for item in value)
+        if not key or not (is_list or isinstance(value, str | int | bool)):
+            raise StoreError(
+                f"where[{key!r}] must be a str, int, bool or list of str, got {value!r}"
+            )
+        pairs.append((key, value))
+    return pairs
+
+
+def dense_of(vector: object) -> list[float]:
+    """The dense part of a named-vector dict as the engines return it (empty if absent)."""
+    if isinstance(vector, dict):
+        return [float(x) for x in vector.get(DENSE, [])]
+    return []
+
+
+def to_point(point_id: object, payload: Payload | None, vector: object) -> Point:
+    """A stored record as a Point; both engines' sparse vectors carry indices and values."""
+    sparse: SparseVector | None = None
+    lexical = vector.get(LEXICAL) if isinstance(vector, dict) else None
+    if lexical is not None:
+        sparse = dict(zip(lexical.indices, map(float, lexical.values), strict=True))
+    return Point(
+        id=str(point_id), vector=dense_of(vector), payload=dict(payload or {}), sparse=sparse
+    )
+
+
+def to_hit(point_id: object, score: float, payload: Payload | None, vector: object) -> Hit:
+    """A scored point as a Hit; ``vector`` is None unless vectors were asked for."""
+    return Hit(
+        id=str(point_id),
+        score=float(score),
+        payload=dict(payload or {}),
+        vector=None if vector is None else dense_of(vector),
+    )
+
+
+def in_order(wanted: Sequence[str], found: Sequence[Point]) -> list[Point]:
+    """``found`` in the order of ``wanted``, each id once; ids not found are left out."""
+    by_id = {point.id: point for point in found}
+    return [by_id[point_id] for point_id in dict.fromkeys(wanted) if point_id in by_id]
+
+
+@contextmanager
+def store_errors(backend: str, action: str) -> Iterator[None]:
+    """Turn whatever the engine raises into one StoreError that names the operation."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:  # the engines raise bare Exception, httpx and grpc errors
+        raise StoreError(f"{backend}: {action} failed: {exc}") from exc

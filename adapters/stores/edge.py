@@ -1,0 +1,348 @@
+"""Qdrant Edge: the Qdrant engine in-process, the embedded store of ``memoryos up``.
+
+One EdgeShard per collection, each in its own folder under ``<data_dir>/qdrant``. Edge calls
+are synchronous; a filtered search takes well under a millisecond, so small calls run on the
+event loop and only calls that can grow (bulk upserts, scrolls, flush, close) go to a
+worker thread. Hybrid search is fused by Edge itself (prefetch + ``Fusion.Rrf``).
+
+Durability: every update goes to the shard's write-ahead log before ``update`` returns, so a
+killed process loses nothing; ``flush`` writes the segments and truncates the WAL. Edge has no
+background flusher, so the store flushes every ``flush_interval_s`` of writes (bounding WAL
+replay at start-up) and on ``close``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import qdrant_edge as qe
+
+from adapters.ports import Filter, Hit, Point, SparseVector
+from adapters.stores.common import (
+    DENSE,
+    KEYWORD_FIELDS,
+    LEXICAL,
+    RRF_K,
+    SCROLL_PAGE,
+    USER_ID,
+    CollectionSpec,
+    check_ids,
+    check_points,
+    check_search,
+    collection_specs,
+    in_order,
+    match_pairs,
+    prefetch_limit,
+    sparse_parts,
+    spec_of,
+    store_errors,
+    to_hit,
+    to_point,
+)
+from schemas.errors import StoreError
+
+T = TypeVar("T")
+
+# Above this many points an update or retrieve leaves the event loop: about 15k 384-d
+# points/s on two cores means 16 points stay well under a millisecond.
+_INLINE_POINTS = 16
+_LOCK_FILE = ".lock"
+
+
+class EdgeStore:
+    name = "edge"
+
+    def __init__(self, path: Path | str, *, flush_interval_s: float = 5.0) -> None:
+        self._root = Path(path)
+        self._flush_interval_s = flush_interval_s
+        self._specs: dict[str, CollectionSpec] = {}
+        self._shards: dict[str, qe.EdgeShard] = {}
+        self._dirty: set[str] = set()
+        self._last_flush = time.monotonic()
+        self._lock_fd: int | None = None
+
+    # --- lifecycle ---
+
+    async def ensure_collections(self, dim: int) -> None:
+        specs = collection_specs(dim)
+        if self._shards:
+            if specs != self._specs:
+                raise StoreError(f"edge store at {self._root} is already open with other sizes")
+            return
+        # Opened on the loop thread on purpose: a second caller cannot interleave and find
+        # the folder locked by us; it is start-up, and each shard opens in well under 1 s.
+        self._lock_fd = _lock(self._root)
+        shards: dict[str, qe.EdgeShard] = {}
+        try:
+            for spec in specs.values():
+                shards[spec.name] = _open_shard(self._root / spec.name, spec)
+        except BaseException:
+            _flush_and_close(shards)
+            _unlock(self._lock_fd)
+            self._lock_fd = None
+            raise
+        self._shards, self._specs = shards, specs
+        self._last_flush = time.monotonic()
+
+    async def close(self) -> None:
+        shards, self._shards, self._specs = self._shards, {}, {}
+        try:
+            if shards:
+                await asyncio.to_thread(_flush_and_close, shards)
+        finally:
+            self._dirty.clear()
+            _unlock(self._lock_fd)
+            self._lock_fd = None
+
+    async def flush(self) -> None:
+        """Write every changed shard's segments to disk and truncate its WAL."""
+        dirty = [self._shards[name] for name in sorted(self._dirty) if name in self._shards]
+        self._dirty.clear()
+        self._last_flush = time.monotonic()
+        with store_errors(self.name, "flush"):
+            await asyncio.to_thread(_flush, dirty)
+
+    # --- writes ---
+
+    async def upsert(self, collection: str, points: Sequence[Point]) -> None:
+        spec = spec_of(self._specs, collection)
+        if not points:
+            return
+        check_points(spec, points)
+        operation = qe.UpdateOperation.upsert_points([_to_edge(point) for point in points])
+        await self._update(collection, operation, len(points), "upsert")
+
+    async def delete(self, collection: str, ids: Sequence[str]) -> None:
+        spec_of(self._specs, collection)
+        if not ids:
+            return
+        operation = qe.UpdateOperation.delete_points(list(check_ids(ids)))
+        await self._update(collection, operation, len(ids), "delete")
+
+    async def delete_user(self, collection: str, user_id: str) -> int:
+        spec_of(self._specs, collection)
+        user_filter = _filter(user_id, None)
+        shard = self._shards[collection]
+        # no await between count and delete: no other coroutine can write in between
+        with store_errors(self.name, f"delete_user on {collection}"):
+            count = shard.count(qe.CountRequest(exact=True, filter=user_filter))
+            if count:
+                shard.update(qe.UpdateOperation.delete_points_by_filter(user_filter))
+        if count:
+            await self._mark_dirty(collection)
+        return count
+
+    # --- reads ---
+
+    async def search(
+        self,
+        collection: str,
+        user_id: str,
+        vector: Sequence[float],
+        limit: int,
+        where: Filter | None = None,
+        sparse: SparseVector | None = None,
+        with_vectors: bool = False,
+        lexical_only: bool = False,
+    ) -> list[Hit]:
+        """Nearest points of one user.
+
+        With ``sparse`` the dense and lexical lists are fused by Edge's RRF and the scores are
+        RRF scores; an empty ``sparse`` counts as none. ``lexical_only`` ranks by the sparse
+        vector alone (``vector`` is then ignored); it exists for measurements.
+        """
+        check_search(self._specs, collection, vector, sparse, lexical_only)
+        if limit <= 0:
+            return []
+        flt = _filter(user_id, where)
+        dense_query = qe.Query.Nearest(list(map(float, vector)), using=DENSE)
+        prefetches: list[qe.Prefetch] | None = None
+        query: Any = dense_query
+        if sparse:
+            lexical_query = qe.Query.Nearest(qe.SparseVector(*sparse_parts(sparse)), using=LEXICAL)
+            query = lexical_query
+            if not lexical_only:
+                depth = prefetch_limit(limit)
+                prefetches = [
+                    qe.Prefetch(limit=depth, query=dense_query, filter=flt),
+                    qe.Prefetch(limit=depth, query=lexical_query, filter=flt),
+                ]
+                query = qe.Fusion.Rrf(k=RRF_K)
+        request = qe.QueryRequest(
+            limit=limit,
+            query=query,
+            prefetches=prefetches,
+            filter=flt,
+            with_payload=True,
+            with_vector=[DENSE] if with_vectors else False,
+        )
+        with store_errors(self.name, f"search in {collection}"):
+            scored = self._shards[collection].query(request)
+        return [to_hit(point.id, point.score, point.payload, point.vector) for point in scored]
+
+    async def retrieve(
+        self, collection: str, ids: Sequence[str], with_vectors: bool = False
+    ) -> list[Point]:
+        """The stored points among ``ids``, in the order asked; unknown ids are left out."""
+        spec_of(self._specs, collection)
+        wanted = check_ids(ids)
+        if not wanted:
+            return []
+        fetch = self._shards[collection].retrieve
+        with store_errors(self.name, f"retrieve from {collection}"):
+            records = await _call(len(wanted) > _INLINE_POINTS, fetch, wanted, True, with_vectors)
+        return in_order(wanted, [_to_point(record) for record in records])
+
+    async def scroll(
+        self,
+        collection: str,
+        user_id: str,
+        where: Filter | None = None,
+        with_vectors: bool = False,
+    ) -> list[Point]:
+        """Every point of one user (matching ``where``), in id order."""
+        spec_of(self._specs, collection)
+        flt = _filter(user_id, where)
+        shard = self._shards[collection]
+
+        def scroll_all() -> list[Point]:
+            points: list[Point] = []
+            offset: Any = None
+            while True:
+                records, offset = shard.scroll(
+                    qe.ScrollRequest(
+                        offset=offset,
+                        limit=SCROLL_PAGE,
+                        filter=flt,
+                        with_payload=True,
+                        with_vector=with_vectors,
+                    )
+                )
+                points.extend(_to_point(record) for record in records)
+                if offset is None:
+                    return points
+
+        with store_errors(self.name, f"scroll in {collection}"):
+            return await asyncio.to_thread(scroll_all)
+
+    async def count(
+        self, collection: str, user_id: str | None = None, where: Filter | None = None
+    ) -> int:
+        spec_of(self._specs, collection)
+        flt = _filter(user_id, where) if user_id is not None or where else None
+        with store_errors(self.name, f"count in {collection}"):
+            return int(self._shards[collection].count(qe.CountRequest(exact=True, filter=flt)))
+
+    # --- internals ---
+
+    async def _update(
+        self, collection: str, operation: qe.UpdateOperation, size: int, action: str
+    ) -> None:
+        shard = self._shards[collection]
+        with store_errors(self.name, f"{action} in {collection}"):
+            await _call(size > _INLINE_POINTS, shard.update, operation)
+        await self._mark_dirty(collection)
+
+    async def _mark_dirty(self, collection: str) -> None:
+        self._dirty.add(collection)
+        if time.monotonic() - self._last_flush >= self._flush_interval_s:
+            await self.flush()
+
+
+async def _call(in_thread: bool, function: Callable[..., T], *args: Any) -> T:
+    if in_thread:
+        return await asyncio.to_thread(function, *args)
+    return function(*args)
+
+
+def _open_shard(path: Path, spec: CollectionSpec) -> qe.EdgeShard:
+    config = qe.EdgeConfig(
+        vectors={DENSE: qe.EdgeVectorParams(size=spec.dim, distance=qe.Distance.Cosine)},
+        sparse_vectors=(
+            {LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if spec.lexical else None
+        ),
+    )
+    try:
+        if (path / "edge_config.json").exists():
+            # load() checks the stored vectors against ``config`` and refuses a mismatch
+            shard = qe.EdgeShard.load(str(path), config)
+        else:
+            shard = qe.EdgeShard.create(str(path), config)
+    except Exception as exc:
+        raise StoreError(
+            f"cannot open the {spec.name!r} collection at {path} (vector size {spec.dim}): "
+            f"{exc}. A folder made with another MEMORYOS_EMBEDDER or MEMORYOS_EMBEDDING_DIM "
+            "cannot be reused; point MEMORYOS_DATA_DIR elsewhere."
+        ) from exc
+    for field in (USER_ID, *KEYWORD_FIELDS.get(spec.name, ())):
+        with store_errors("edge", f"index {field} in {spec.name}"):
+            if field not in shard.info().payload_schema:
+                schema = qe.PayloadSchemaType.Keyword
+                shard.update(qe.UpdateOperation.create_field_index(field, schema))
+    return shard
+
+
+def _lock(root: Path) -> int:
+    """One process per data folder; Edge's own WAL lock only says "WouldBlock"."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / _LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(
+            f"the data folder {root} is in use by another memoryos process (or another "
+            "store in this one); stop it or set MEMORYOS_DATA_DIR elsewhere"
+        ) from None
+    return fd
+
+
+def _unlock(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)  # closing the descriptor drops the flock
+
+
+def _flush(shards: list[qe.EdgeShard]) -> None:
+    for shard in shards:
+        shard.flush()
+
+
+def _flush_and_close(shards: dict[str, qe.EdgeShard]) -> None:
+    errors: list[str] = []
+    for name, shard in shards.items():
+        try:
+            shard.flush()
+            shard.close()
+        except Exception as exc:  # close the others anyway, then report every failure
+            errors.append(f"{name}: {exc}")
+    if errors:
+        raise StoreError("edge: closing failed for " + "; ".join(errors))
+
+
+def _filter(user_id: str | None, where: Filter | None) -> qe.Filter:
+    return qe.Filter(
+        must=[
+            qe.FieldCondition(
+                key=key,
+                match=qe.MatchAny(value) if isinstance(value, list) else qe.MatchValue(value),
+            )
+            for key, value in match_pairs(user_id, where)
+        ]
+    )
+
+
+def _to_edge(point: Point) -> qe.Point:
+    vector: dict[str, Any] = {DENSE: [float(x) for x in point.vector]}
+    if point.sparse:
+        vector[LEXICAL] = qe.SparseVector(*sparse_parts(point.sparse))
+    return qe.Point(str(point.id), vector, point.payload)
+
+
+def _to_point(record: qe.Record) -> Point:
+    return to_point(record.id, record.payload, record.vector)

@@ -1,0 +1,112 @@
+"""Shared pieces of `memoryos bench`: fresh stacks, progress lines, percentiles, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import psutil  # type: ignore[import-untyped]
+
+from adapters.deps import Deps
+from adapters.ports import PAGES
+from adapters.repository import MTM
+from service.response import ResponseService
+from streams.stack import Stack
+
+_STARTED = time.perf_counter()
+
+
+def say(message: str) -> None:
+    """A progress line on stdout, with the seconds since the bench started."""
+    print(f"[bench {time.perf_counter() - _STARTED:7.1f} s] {message}", flush=True)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its children (broker, fake LLM server) so far."""
+    me = psutil.Process()
+    total = float(sum(me.cpu_times()[:2]))
+    for child in me.children(recursive=True):
+        try:
+            total += float(sum(child.cpu_times()[:2]))
+        except psutil.Error:
+            continue
+    return total
+
+
+def parts(stack: Stack) -> tuple[ResponseService, Deps]:
+    assert stack.service is not None, "stack not started"
+    assert stack.deps is not None, "stack not started"
+    return stack.service, stack.deps
+
+
+async def wait_placed(
+    deps: Deps, pages: int, mtm_pages: int, timeout_s: float, every_s: float = 0.1
+) -> float | None:
+    """``time.monotonic()`` when the store holds ``pages`` pages, ``mtm_pages`` of them in MTM.
+
+    Every turn is then in its final tier (the newest in STM, the rest placed in a segment):
+    queryable everywhere. None on timeout.
+    """
+    deadline = time.monotonic() + timeout_s
+    store = deps.store
+    while time.monotonic() < deadline:
+        if await store.count(PAGES) >= pages and await store.count(PAGES, None, {"tier": MTM}) >= (
+            mtm_pages
+        ):
+            return time.monotonic()
+        await asyncio.sleep(every_s)
+    return None
+
+
+async def verify_counts(deps: Deps, expected: dict[str, int], stm_capacity: int) -> list[str]:
+    """Users whose stored pages differ from what their turns should have produced."""
+    wrong = []
+    for user, turns in expected.items():
+        counts = await deps.repo.count_user(user)
+        stm = min(turns, stm_capacity)
+        if counts["short_term"] != stm or counts["mid_term_pages"] != turns - stm:
+            wrong.append(f"{user}: {counts} for {turns} turns")
+    return wrong
+
+
+def percentiles_ms(seconds: Sequence[float]) -> dict[str, float]:
+    if not seconds:
+        return {"p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}
+    values = np.asarray(seconds, dtype=np.float64) * 1000.0
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return {"p50_ms": round(float(p50), 2), "p95_ms": round(float(p95), 2),
+            "p99_ms": round(float(p99), 2)}  # fmt: skip
+
+
+class MetricsSnapshot:
+    """The samples of a stack's registry at one moment; differences give what happened since."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        for family in deps.metrics.registry.collect():
+            for sample in family.samples:
+                key = (sample.name, tuple(sorted(sample.labels.items())))
+                self.values[key] = float(sample.value)
+
+    def value(self, name: str, **labels: str) -> float:
+        return self.values.get((name, tuple(sorted(labels.items()))), 0.0)
+
+    def by_label(self, name: str, label: str) -> dict[str, float]:
+        return {
+            dict(labels)[label]: value
+            for (sample, labels), value in self.values.items()
+            if sample == name and label in dict(labels)
+        }
+
+
+def delta(after: MetricsSnapshot, before: MetricsSnapshot, name: str, **labels: str) -> float:
+    return after.value(name, **labels) - before.value(name, **labels)
+
+
+def delta_by_label(
+    after: MetricsSnapshot, before: MetricsSnapshot, name: str, label: str
+) -> dict[str, float]:
+    old = before.by_label(name, label)
+    return {key: value - old.get(key, 0.0) for key, value in after.by_label(name, label).items()}

@@ -1,0 +1,207 @@
+"""The response service: reads every tier from the store, writes through Kafka.
+
+Stateless: any number of replicas can serve the same users. Retrieval follows the paper
+(STM whole; top m segments by F with query keywords, then top k pages; LPM top 10) and
+reports the segments it hit, so the heat agent counts N_visit and recency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from adapters.deps import Deps
+from adapters.ports import PromptMemory
+from adapters.repository import HEAT_DOC, MTM
+from memory.heat import heat
+from memory.mtm import MidTermState
+from memory.prompt import build_prompt, prompt_texts
+from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segments
+from memory.scoring import SegmentCandidate
+from memory.text import keyword_set, query_keywords
+from schemas.codec import dumps
+from schemas.records import Page, Persona, RetrievalHit, UserForgotten
+from schemas.topics import CONTROL, RETRIEVALS, TURNS, user_key
+from schemas.turn import TurnEvent
+
+SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
+
+
+class EventSink(Protocol):
+    async def send(self, topic: str, key: bytes, value: bytes) -> None: ...
+
+
+@dataclass
+class Retrieved:
+    short_term: list[Page]
+    mid_term: list[tuple[Page, str, float]]  # page, segment id, score
+    persona: Persona
+    user_knowledge: list[tuple[str, float]]
+    agent_traits: list[tuple[str, float]]
+    segment_ids: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "short_term": [page.public() for page in self.short_term],
+            "mid_term": [
+                page.public() | {"segment_id": segment_id, "score": score}
+                for page, segment_id, score in self.mid_term
+            ],
+            "user_profile": self.persona.profile,
+            "user_traits": {k: v.model_dump() for k, v in self.persona.traits.items()},
+            "user_knowledge": [{"text": t, "score": s} for t, s in self.user_knowledge],
+            "agent_traits": [{"text": t, "score": s} for t, s in self.agent_traits],
+        }
+
+
+class ResponseService:
+    def __init__(self, deps: Deps, sink: EventSink) -> None:
+        self.deps = deps
+        self.sink = sink
+
+    async def add_turns(self, turns: Sequence[TurnEvent]) -> list[str]:
+        for turn in turns:
+            await self.sink.send(TURNS, user_key(turn.user_id), dumps(turn))
+        return [turn.turn_id for turn in turns]
+
+    async def retrieve(self, user_id: str, query: str, top_k: int | None = None) -> Retrieved:
+        deps, settings = self.deps, self.deps.settings
+        repo = deps.repo
+        k = top_k or settings.retrieve_pages
+        vector = (await deps.embedder.embed([query]))[0]
+        short_term, nearest, persona, knowledge, traits = await asyncio.gather(
+            repo.stm_pages(user_id, with_vectors=False),
+            repo.nearest_segments(
+                user_id, vector, settings.retrieve_segments * SEGMENT_POOL, with_vectors=False
+            ),
+            repo.load_persona(user_id),
+            repo.search_facts(user_id, "user_knowledge", vector, query, settings.retrieve_lpm),
+            repo.search_facts(user_id, "agent_traits", vector, query, settings.retrieve_lpm),
+        )
+        candidates = [
+            SegmentCandidate(
+                s.segment.segment_id, score, frozenset(keyword_set(s.segment.keywords))
+            )
+            for score, s in nearest
+        ]
+        ranked = rank_segments(
+            candidates, keyword_set(query_keywords(query)), settings.retrieve_segments
+        )
+        segment_ids = [segment_id for segment_id, _ in ranked]
+        chosen, pages = await self._mid_term_pages(user_id, vector, query, segment_ids, k)
+        # Every segment that contributed is "retrieved": N_visit + 1 and a fresh access time.
+        visited = list(dict.fromkeys([*segment_ids, *(c.segment_id for c in chosen)]))
+        if visited:
+            hit_event = RetrievalHit(user_id=user_id, segment_ids=visited, at=deps.clock.now())
+            await self.sink.send(RETRIEVALS, user_key(user_id), dumps(hit_event))
+        return Retrieved(
+            short_term=short_term,
+            mid_term=[(pages[c.page_id], c.segment_id, c.similarity) for c in chosen],
+            persona=persona,
+            user_knowledge=[(str(h.payload["text"]), h.score) for h in knowledge],
+            agent_traits=[(str(h.payload["text"]), h.score) for h in traits],
+            segment_ids=visited,
+        )
+
+    async def _mid_term_pages(
+        self, user_id: str, vector: list[float], query: str, segment_ids: list[str], k: int
+    ) -> tuple[list[PageCandidate], dict[str, Page]]:
+        """The paper's stage 2 (top k pages of the chosen segments, one hybrid ranking, so
+        scores compare across segments), fused in ``fused`` mode with a hybrid search over all
+        MTM pages, which catches evidence in segments that F did not rank in the top m."""
+        repo = self.deps.repo
+        searches = [repo.search_pages(user_id, vector, query, segment_ids, k)]
+        if self.deps.settings.mtm_retrieval == "fused":
+            searches.append(repo.search_pages(user_id, vector, query, None, k, lexical_only=True))
+        results = await asyncio.gather(*searches)
+        pages = {page.page_id: page for hits in results for _, page in hits}
+        rankings = [
+            [PageCandidate(p.page_id, str(h.payload["segment_id"]), h.score) for h, p in hits]
+            for hits in results
+        ]
+        paper = rank_pages(rankings[0], set(segment_ids), k)
+        if len(rankings) == 1:
+            return paper, pages
+        return fuse_rankings([paper, rankings[1]], k), pages
+
+    async def respond(self, user_id: str, query: str) -> tuple[str, Retrieved, dict[str, int]]:
+        memory = await self.retrieve(user_id, query)
+        mid_term = [page for page, _, _ in memory.mid_term]
+        knowledge = [text for text, _ in memory.user_knowledge]
+        traits = [text for text, _ in memory.agent_traits]
+        system, user = build_prompt(
+            query, memory.short_term, mid_term, memory.persona, knowledge, traits
+        )
+        texts = prompt_texts(memory.short_term, mid_term, knowledge, traits)
+        answer = await self.deps.llm.respond(system, user, PromptMemory(query, texts))
+        usage = {
+            "prompt_tokens": answer.prompt_tokens,
+            "completion_tokens": answer.completion_tokens,
+        }
+        return answer.text, memory, usage
+
+    async def forget(self, user_id: str) -> dict[str, int]:
+        """Delete everything of one user: store points now, table entries via the control agent.
+
+        The tombstone the repository leaves makes every agent drop this user's events that
+        were accepted before now, so nothing in flight brings the user back.
+        """
+        deleted = await self.deps.repo.delete_user(user_id, self.deps.clock.now())
+        event = UserForgotten(user_id=user_id, at=self.deps.clock.now())
+        await self.sink.send(CONTROL, user_key(user_id), dumps(event))
+        return deleted
+
+    async def get_memory(self, user_id: str) -> dict[str, Any]:
+        repo, now = self.deps.repo, self.deps.clock.now()
+        short_term, segments, heat_doc, persona, mtm_points = await asyncio.gather(
+            repo.stm_pages(user_id, with_vectors=False),
+            repo.all_segments(user_id),
+            repo.load_doc(user_id, HEAT_DOC),
+            repo.load_persona(user_id),
+            repo.store.scroll("pages", user_id, {"tier": MTM}),
+        )
+        state = MidTermState.from_dict(heat_doc)
+        params = self.deps.settings.heat_params
+        by_segment: dict[str, list[dict[str, Any]]] = {}
+        for point in sorted(mtm_points, key=lambda p: int(p.payload.get("seq", 0))):
+            page = Page.model_validate(
+                {k: v for k, v in point.payload.items() if k not in ("tier", "segment_id")}
+            )
+            by_segment.setdefault(str(point.payload["segment_id"]), []).append(page.public())
+        mid_term = []
+        for stored in sorted(segments, key=lambda s: s.segment.created_at):
+            seg = stored.segment
+            stats = state.segments.get(seg.segment_id)
+            n_visit = stats.n_visit if stats else 0
+            l_interaction = stats.l_interaction if stats else 0
+            last_access = stats.last_access if stats else seg.last_access
+            mid_term.append(
+                {
+                    "segment_id": seg.segment_id,
+                    "summary": seg.summary,
+                    "keywords": seg.keywords,
+                    "n_visit": n_visit,
+                    "l_interaction": l_interaction,
+                    "last_access": _iso(last_access),
+                    "heat": heat(n_visit, l_interaction, last_access, now, params),
+                    "pages": by_segment.get(seg.segment_id, []),
+                }
+            )
+        return {
+            "user_id": user_id,
+            "short_term": [page.public() for page in short_term],
+            "mid_term": mid_term,
+            "persona": {
+                "profile": persona.profile,
+                "traits": {k: v.model_dump() for k, v in persona.traits.items()},
+                "user_knowledge": persona.user_knowledge,
+                "agent_traits": persona.agent_traits,
+            },
+        }
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
