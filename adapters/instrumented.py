@@ -141,7 +141,7 @@ class InstrumentedStore:
     async def scroll(
         self,
         collection: str,
-        user_id: str,
+        user_id: str | None,
         where: Filter | None = None,
         with_vectors: bool = False,
     ) -> list[Point]:

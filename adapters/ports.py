@@ -107,7 +107,7 @@ class VectorStore(Protocol):
     async def scroll(
         self,
         collection: str,
-        user_id: str,
+        user_id: str | None,
         where: Filter | None = None,
         with_vectors: bool = False,
     ) -> list[Point]: ...

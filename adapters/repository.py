@@ -24,15 +24,18 @@ from adapters.ports import (
     VectorStore,
 )
 from memory import ids
-from memory.text import lexical_vector
+from memory.persona import FactKind
+from memory.scoring import SegmentCandidate
+from memory.text import keyword_set, lexical_vector
 from schemas.records import Page, Persona, Segment
 
 STM = "stm"
+LEAVING = "leaving"  # evicted from STM, not yet placed in a segment: the reconciler re-drives it
 MTM = "mtm"
 HEAT_DOC = "heat"
 PERSONA_DOC = "persona"
 TOMBSTONE_DOC = "tombstone"
-FACT_COLLECTIONS = {"user_knowledge": USER_KNOWLEDGE, "agent_traits": AGENT_TRAITS}
+FACT_COLLECTIONS = {FactKind.USER: USER_KNOWLEDGE, FactKind.AGENT: AGENT_TRAITS}
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,11 @@ class StoredSegment:
     segment: Segment
     vector: list[float]
     size: int
+
+    def candidate(self, cosine: float) -> SegmentCandidate:
+        """This segment as the F-score sees it (used by placement and by retrieval alike)."""
+        keywords = frozenset(keyword_set(self.segment.keywords))
+        return SegmentCandidate(self.segment.segment_id, cosine, keywords)
 
 
 def _page_payload(page: Page, tier: str, segment_id: str | None) -> dict[str, Any]:
@@ -87,10 +95,21 @@ class MemoryRepository:
         points.sort(key=lambda p: int(p.payload.get("seq", 0)))
         return [_page_from(p.payload, p.vector if with_vectors else None) for p in points]
 
-    async def pages_of_segment(self, user_id: str, segment_id: str) -> list[Page]:
-        points = await self.store.scroll(PAGES, user_id, {"segment_id": segment_id})
+    async def pages_by_id(self, user_id: str, page_ids: Sequence[str]) -> list[Page]:
+        """These pages of the user that are stored, oldest first, without vectors."""
+        points = [
+            p
+            for p in await self.store.retrieve(PAGES, page_ids)
+            if p.payload.get("user_id") == user_id
+        ]
         points.sort(key=lambda p: int(p.payload.get("seq", 0)))
         return [_page_from(p.payload, None) for p in points]
+
+    async def mid_term_pages(self, user_id: str) -> list[tuple[str, Page]]:
+        """(segment id, page) of every MTM page of the user, oldest first."""
+        points = await self.store.scroll(PAGES, user_id, {"tier": MTM})
+        points.sort(key=lambda p: int(p.payload.get("seq", 0)))
+        return [(str(p.payload["segment_id"]), _page_from(p.payload, None)) for p in points]
 
     async def search_pages(
         self,
@@ -150,11 +169,14 @@ class MemoryRepository:
         points = await self.store.retrieve(PERSONAS, [ids.point_id(user_id, "doc", kind)])
         return dict(points[0].payload["data"]) if points else None
 
-    async def save_doc(self, user_id: str, kind: str, data: Mapping[str, Any]) -> None:
+    async def save_doc(
+        self, user_id: str, kind: str, data: Mapping[str, Any], **flags: bool
+    ) -> None:
+        """``flags`` are top-level payload fields that cross-user scans filter on."""
         point = Point(
             id=ids.point_id(user_id, "doc", kind),
             vector=[1.0] * PERSONA_DIM,
-            payload={"user_id": user_id, "kind": kind, "data": dict(data)},
+            payload={"user_id": user_id, "kind": kind, "data": dict(data), **flags},
         )
         await self.store.upsert(PERSONAS, [point])
 
@@ -168,7 +190,7 @@ class MemoryRepository:
     # --- user knowledge and agent traits ---
 
     async def save_facts(
-        self, user_id: str, kind: str, facts: Sequence[str], vectors: Sequence[list[float]]
+        self, user_id: str, kind: FactKind, facts: Sequence[str], vectors: Sequence[list[float]]
     ) -> None:
         points = [
             Point(
@@ -182,46 +204,81 @@ class MemoryRepository:
         if points:
             await self.store.upsert(FACT_COLLECTIONS[kind], points)
 
-    async def delete_facts(self, user_id: str, kind: str, facts: Iterable[str]) -> None:
+    async def delete_facts(self, user_id: str, kind: FactKind, facts: Iterable[str]) -> None:
         fact_ids = [ids.fact_id(user_id, kind, fact) for fact in facts]
         if fact_ids:
             await self.store.delete(FACT_COLLECTIONS[kind], fact_ids)
 
     async def search_facts(
-        self, user_id: str, kind: str, vector: Sequence[float], text: str, limit: int
+        self, user_id: str, kind: FactKind, vector: Sequence[float], text: str, limit: int
     ) -> list[Hit]:
         return await self.store.search(
             FACT_COLLECTIONS[kind], user_id, vector, limit, sparse=lexical_vector(text)
         )
 
-    # --- forgetting ---
+    async def delete_doc(self, user_id: str, kind: str) -> None:
+        await self.store.delete(PERSONAS, [ids.point_id(user_id, "doc", kind)])
+
+    async def users_with_doc(self, kind: str) -> list[str]:
+        points = await self.store.scroll(PERSONAS, None, {"kind": kind})
+        return sorted({str(p.payload["user_id"]) for p in points})
+
+    # --- forgetting: the DELETE purges at once, then each stage purges what it owns ---
 
     async def count_user(self, user_id: str) -> dict[str, int]:
         return {
-            "short_term": await self.store.count(PAGES, user_id, {"tier": STM}),
+            "short_term": await self.store.count(PAGES, user_id, {"tier": [STM, LEAVING]}),
             "mid_term_pages": await self.store.count(PAGES, user_id, {"tier": MTM}),
             "segments": await self.store.count(SEGMENTS, user_id),
             "user_knowledge": await self.store.count(USER_KNOWLEDGE, user_id),
             "agent_traits": await self.store.count(AGENT_TRAITS, user_id),
         }
 
-    async def delete_user(self, user_id: str, at: float) -> dict[str, int]:
-        """Delete every point of the user, then leave a tombstone dated ``at``.
+    async def forget_user(self, user_id: str, at: float) -> dict[str, int]:
+        """Delete every point of the user, then leave an open tombstone dated ``at``.
 
-        The tombstone tells the agents to drop events of this user produced before ``at``
-        (accepted before the delete), so they cannot bring the user back.
+        The tombstone authorises the forget marker that follows the user's events through
+        the stages; the last stage closes it. While it is open, reads show nothing.
         """
         counts = await self.count_user(user_id)
-        await self.purge_user(user_id)
-        await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at})
-        return counts
-
-    async def purge_user(self, user_id: str) -> None:
         for collection in (PAGES, SEGMENTS, USER_KNOWLEDGE, AGENT_TRAITS, PERSONAS):
             await self.store.delete_user(collection, user_id)
+        await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at}, open=True)
+        return counts
 
-    async def tombstones(self, user_ids: Sequence[str]) -> dict[str, float]:
-        """When each of these users was last deleted (users never deleted are absent)."""
-        point_ids = {ids.point_id(user, "doc", TOMBSTONE_DOC): user for user in user_ids}
-        points = await self.store.retrieve(PERSONAS, list(point_ids))
-        return {point_ids[point.id]: float(point.payload["data"]["deleted_at"]) for point in points}
+    async def tombstone(self, user_id: str) -> tuple[float, bool] | None:
+        """(deleted_at, still open) of the user's last DELETE, if any."""
+        points = await self.store.retrieve(PERSONAS, [ids.point_id(user_id, "doc", TOMBSTONE_DOC)])
+        if not points:
+            return None
+        payload = points[0].payload
+        return float(payload["data"]["deleted_at"]), bool(payload.get("open", False))
+
+    async def close_tombstone(self, user_id: str, at: float) -> None:
+        await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at}, open=False)
+
+    async def open_tombstones(self) -> dict[str, float]:
+        """Users whose forget marker has not reached the last stage yet."""
+        points = await self.store.scroll(PERSONAS, None, {"kind": TOMBSTONE_DOC, "open": True})
+        return {str(p.payload["user_id"]): float(p.payload["data"]["deleted_at"]) for p in points}
+
+    async def purge_short_term(self, user_id: str) -> None:
+        points = await self.store.scroll(PAGES, user_id, {"tier": [STM, LEAVING]})
+        await self.delete_pages([p.id for p in points])
+
+    async def purge_mid_term(self, user_id: str) -> None:
+        points = await self.store.scroll(PAGES, user_id, {"tier": MTM})
+        await self.delete_pages([p.id for p in points])
+        await self.store.delete_user(SEGMENTS, user_id)
+        await self.delete_doc(user_id, HEAT_DOC)
+
+    async def purge_persona(self, user_id: str) -> None:
+        await self.store.delete_user(USER_KNOWLEDGE, user_id)
+        await self.store.delete_user(AGENT_TRAITS, user_id)
+        await self.delete_doc(user_id, PERSONA_DOC)
+
+    async def leaving_pages(self, limit: int = 10_000) -> list[Page]:
+        """Pages evicted from STM and not yet placed in a segment, of every user."""
+        points = await self.store.scroll(PAGES, None, {"tier": LEAVING}, with_vectors=True)
+        points.sort(key=lambda p: (str(p.payload.get("user_id")), int(p.payload.get("seq", 0))))
+        return [_page_from(p.payload, p.vector) for p in points[:limit]]

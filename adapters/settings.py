@@ -100,6 +100,16 @@ class Settings(BaseSettings):
     batch_size: int = Field(64, ge=1, le=10_000, description="events an agent takes at once")
     batch_timeout_s: float = Field(0.05, gt=0.0, description="longest wait to fill a batch")
     dlq_max_attempts: int = Field(3, ge=1, le=100, description="tries before dead-lettering")
+    reconcile_interval_s: float = Field(
+        60.0,
+        gt=0.0,
+        description="how often the reconciler re-sends work stuck since its previous pass",
+    )
+    journal: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="the on-disk turn inbox; auto = on with the embedded broker (it keeps "
+        "nothing on disk), off with a real Kafka (acks=all is durable)",
+    )
     consumer_session_timeout_s: float = Field(
         6.0, ge=1.0, description="Kafka consumer session timeout"
     )

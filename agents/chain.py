@@ -1,4 +1,4 @@
-"""Chain agent: turns -> pages. Decides continuity and links each page into its chain."""
+"""Chain stage: turns -> pages. Decides continuity and links each page into its chain."""
 
 from __future__ import annotations
 
@@ -6,12 +6,15 @@ from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from adapters.deps import Deps, Send
+from agents.forget import check_marker
 from agents.runtime import BatchRunner, Consumed
 from memory.chain import link_page, page_from_turn
 from schemas.codec import dumps
-from schemas.records import Page, PageEvent
+from schemas.records import ForgetUser, Page, PageEvent
 from schemas.topics import user_key
 from schemas.turn import TurnEvent
+
+TurnInput = TurnEvent | ForgetUser
 
 
 class ChainAgent:
@@ -22,7 +25,7 @@ class ChainAgent:
         deps: Deps,
         tails: MutableMapping[str, Any],
         send_page: Send,
-        runner: BatchRunner[TurnEvent],
+        runner: BatchRunner[TurnInput],
     ) -> None:
         self.deps = deps
         self.tails = tails
@@ -31,19 +34,21 @@ class ChainAgent:
 
     async def process(self, events: Sequence[Any]) -> None:
         items = await self.runner.decode_batch(events)
-        if not items:
-            return
+        turns = [item.record for item in items if isinstance(item.record, TurnEvent)]
         # One embedding call for the whole batch: batched MiniLM is ~3x faster than one by one.
-        vectors = await self.deps.embedder.embed([_text(item.record) for item in items])
+        vectors = await self.deps.embedder.embed([_text(turn) for turn in turns]) if turns else []
         pages = {
-            id(item): page_from_turn(item.record, vec)
-            for item, vec in zip(items, vectors, strict=True)
+            id(turn): page_from_turn(turn, vec) for turn, vec in zip(turns, vectors, strict=True)
         }
 
-        async def handle(item: Consumed[TurnEvent]) -> None:
-            await self.link(pages[id(item)])
+        async def handle(item: Consumed[TurnInput]) -> None:
+            record = item.record
+            if isinstance(record, ForgetUser):
+                await self.forget(record)
+            else:
+                await self.link(pages[id(record)])
 
-        await self.runner.run(items, lambda turn: turn.user_id, handle)
+        await self.runner.run(items, handle)
 
     async def link(self, page: Page) -> None:
         tail = await self._tail(page.user_id)
@@ -58,6 +63,14 @@ class ChainAgent:
         )
         await self.send_page(key=user_key(page.user_id), value=dumps(PageEvent(page=linked)))
         self.tails[page.user_id] = linked.model_dump(mode="json")
+
+    async def forget(self, marker: ForgetUser) -> None:
+        """The first stage checks the marker against the DELETE's tombstone, then passes it on:
+        every later stage trusts it, since only this stage reads the public topic."""
+        if not await check_marker(self.deps.repo, marker):
+            return
+        self.tails.pop(marker.user_id, None)
+        await self.send_page(key=user_key(marker.user_id), value=dumps(marker))
 
     async def _tail(self, user_id: str) -> Page | None:
         cached = self.tails.get(user_id)

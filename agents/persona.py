@@ -1,4 +1,4 @@
-"""Persona agent: a hot segment's pages -> user traits, user knowledge, agent traits (LPM)."""
+"""Persona stage: a hot segment's new pages -> user traits, user knowledge, agent traits (LPM)."""
 
 from __future__ import annotations
 
@@ -6,63 +6,80 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from adapters.deps import Deps
+from adapters.deps import Deps, Send
 from adapters.llm.prompts import dialogue_text
 from agents.runtime import BatchRunner
-from memory.persona import append_facts, merge_traits
-from schemas.records import Persona, PersonaJob
+from memory.persona import FactKind, append_facts, merge_traits
+from schemas.codec import dumps
+from schemas.records import ForgetUser, PersonaApplied, PersonaInput, PersonaJob
+from schemas.topics import user_key
 
 
 class PersonaAgent:
     stage = "persona"
 
-    def __init__(self, deps: Deps, runner: BatchRunner[PersonaJob]) -> None:
+    def __init__(self, deps: Deps, send_mid_term: Send, runner: BatchRunner[PersonaInput]) -> None:
         self.deps = deps
+        self.send_mid_term = send_mid_term
         self.runner = runner
 
     async def process(self, events: Sequence[Any]) -> None:
-        await self.runner.process(events, lambda job: job.user_id, self.update)
+        await self.runner.process(events, lambda item: self.apply(item.record.root))
+
+    async def apply(self, event: PersonaJob | ForgetUser) -> None:
+        if isinstance(event, ForgetUser):
+            await self.forget(event)
+        else:
+            await self.update(event)
 
     async def update(self, job: PersonaJob) -> None:
         deps, settings = self.deps, self.deps.settings
-        pages = await deps.repo.pages_of_segment(job.user_id, job.segment_id)
-        if not pages:
-            return  # evicted before its turn came: nothing left to learn from
-        dialogue = dialogue_text(pages)
-        persona = await deps.repo.load_persona(job.user_id)
-        # LLMError propagates: the runner retries and dead-letters; nothing half-done is stored.
-        traits, user_facts, agent_facts = await asyncio.gather(
-            deps.llm.user_traits(persona.traits, dialogue),
-            deps.llm.user_knowledge(dialogue),
-            deps.llm.agent_traits(dialogue),
+        pages = await deps.repo.pages_by_id(job.user_id, job.page_ids)
+        if pages:
+            dialogue = dialogue_text(pages)
+            persona = await deps.repo.load_persona(job.user_id)
+            # LLMError propagates: the runner retries and dead-letters; nothing half-done is
+            # stored, and no acknowledgement goes back, so the segment stays hot.
+            traits, user_facts, agent_facts = await asyncio.gather(
+                deps.llm.user_traits(persona.traits, dialogue),
+                deps.llm.user_knowledge(dialogue),
+                deps.llm.agent_traits(dialogue),
+            )
+            knowledge, dropped_knowledge = append_facts(
+                persona.user_knowledge, user_facts, settings.user_kb_capacity
+            )
+            agent_traits, dropped_traits = append_facts(
+                persona.agent_traits, agent_facts, settings.agent_traits_capacity
+            )
+            await self._store_facts(
+                job.user_id, FactKind.USER, persona.user_knowledge, knowledge, dropped_knowledge
+            )
+            await self._store_facts(
+                job.user_id, FactKind.AGENT, persona.agent_traits, agent_traits, dropped_traits
+            )
+            updated = persona.model_copy(
+                update={
+                    "traits": merge_traits(persona.traits, traits),
+                    "user_knowledge": knowledge,
+                    "agent_traits": agent_traits,
+                }
+            )
+            await deps.repo.save_persona(updated)
+            deps.metrics.transitions.labels(transition="persona_update").inc()
+        applied = PersonaApplied(
+            user_id=job.user_id, segment_id=job.segment_id, page_ids=job.page_ids
         )
-        knowledge, dropped_knowledge = append_facts(
-            persona.user_knowledge, user_facts, settings.user_kb_capacity
-        )
-        agent_traits, dropped_traits = append_facts(
-            persona.agent_traits, agent_facts, settings.agent_traits_capacity
-        )
-        await self._store_facts(
-            job.user_id, "user_knowledge", persona.user_knowledge, knowledge, dropped_knowledge
-        )
-        await self._store_facts(
-            job.user_id, "agent_traits", persona.agent_traits, agent_traits, dropped_traits
-        )
-        updated = Persona(
-            user_id=job.user_id,
-            profile=persona.profile,
-            agent_profile=persona.agent_profile,
-            traits=merge_traits(persona.traits, traits),
-            user_knowledge=knowledge,
-            agent_traits=agent_traits,
-        )
-        await deps.repo.save_persona(updated)
-        deps.metrics.transitions.labels(transition="persona_update").inc()
+        await self.send_mid_term(key=user_key(job.user_id), value=dumps(applied))
+
+    async def forget(self, marker: ForgetUser) -> None:
+        """The last stage: purge the persona and close the tombstone; reads resume."""
+        await self.deps.repo.purge_persona(marker.user_id)
+        await self.deps.repo.close_tombstone(marker.user_id, marker.at)
 
     async def _store_facts(
         self,
         user_id: str,
-        kind: str,
+        kind: FactKind,
         before: Sequence[str],
         after: Sequence[str],
         dropped: Sequence[str],

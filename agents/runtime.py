@@ -1,9 +1,13 @@
-"""How every agent processes a batch: users concurrently, one user's events in order.
+"""How every stage processes a batch: users concurrently, one user's events in order.
 
 Faust's agent ``concurrency > 1`` can commit offsets past events still in flight
-(faust-streaming issue 606), so each agent runs once and takes batches instead; inside a
-batch the users' work runs concurrently and each user's events run in order. An event that
-fails is retried, then dead-lettered with its reason; it never stops the events after it.
+(faust-streaming issue 606), so each stage runs once and takes batches instead; inside a
+batch the users' work runs concurrently and each user's events run in order.
+
+Every consumed record ends processed or dead-lettered, whatever its size or the exception:
+``process`` never raises (an escaping exception would make Faust ack the whole batch and
+restart the agent), and a dead letter that cannot be written is retried until it is, so the
+offset never moves past an event that went nowhere.
 """
 
 from __future__ import annotations
@@ -14,235 +18,223 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
+import orjson
 from faust.streams import _current_event
-from pydantic import BaseModel
 
 from adapters.metrics import Metrics
-from schemas.codec import decode
-from schemas.errors import InvalidEvent, LLMQuotaExceeded, MemoryOSError
+from agents.policy import ErrorPolicy, Verdict
+from schemas.errors import InvalidEvent
+from schemas.topics import user_key
 
 log = logging.getLogger(__name__)
-Model = TypeVar("Model", bound=BaseModel)
+Record = TypeVar("Record")
 
-# Errors worth another try: a flaky LLM, store or embedder. Bad input is never retried.
-PERMANENT = (InvalidEvent, LLMQuotaExceeded)
+MAX_RECORD_BYTES = 256 * 1024  # a valid turn is at most ~50 KB; anything far larger is junk
+MAX_DEAD_LETTER_BYTES = 900 * 1024  # under the producer's 1 MB request limit
+DEAD_LETTER_PREFIX = 1024
+DEAD_LETTER_RETRY_S = (0.2, 1.0, 5.0)
 
 
 @dataclass(frozen=True)
-class Consumed(Generic[Model]):
-    """One decoded event with where it came from (for dead letters and table writes)."""
+class Source:
+    """Where a record came from: for dead letters and for table writes."""
 
-    record: Model
     raw: bytes
     key: bytes | None
     topic: str
     partition: int
     offset: int
-    timestamp: float  # when the record was produced (seconds), to compare with tombstones
-    event: Any  # faust EventT: kept so table writes find their source partition
+    event: Any = None  # faust EventT: kept so table writes find their source partition
+
+    @classmethod
+    def of(cls, event: Any) -> Source:
+        message = event.message
+        value = event.value
+        raw = value if isinstance(value, bytes) else bytes(value or b"")
+        return cls(raw, message.key, message.topic, message.partition, message.offset, event)
+
+
+@dataclass(frozen=True)
+class Consumed(Generic[Record]):
+    """One decoded record and its source."""
+
+    record: Record
+    source: Source
 
 
 class DeadLetterSink:
-    """Writes failed records to ``memoryos.dlq``: the original value, the reason in headers."""
+    """Writes failed records to ``memoryos.dlq``: the original value, the reason in headers.
 
-    def __init__(self, send: Callable[..., Awaitable[Any]], metrics: Metrics) -> None:
+    A record too large for the topic goes as a reference (topic, partition, offset, size and
+    a prefix) with reason ``too_large``. A failing write is retried with backoff until it
+    succeeds: losing the dead letter would lose the event.
+    """
+
+    def __init__(self, stage: str, send: Callable[..., Awaitable[Any]], metrics: Metrics) -> None:
+        self.stage = stage
         self._send = send
         self._metrics = metrics
 
-    async def send(
-        self,
-        stage: str,
-        reason: str,
-        raw: bytes,
-        key: bytes | None,
-        topic: str,
-        partition: int,
-        offset: int,
-        attempts: int,
-        kind: str,
-    ) -> None:
+    async def send(self, source: Source, kind: str, reason: str, attempts: int) -> None:
+        value = source.raw
+        if len(value) > MAX_DEAD_LETTER_BYTES:
+            kind, value = "too_large", _reference(source)
         headers = {
             "reason": reason[:2000].encode(),
             "error": kind.encode(),
-            "stage": stage.encode(),
-            "source-topic": topic.encode(),
-            "source-partition": str(partition).encode(),
-            "source-offset": str(offset).encode(),
+            "stage": self.stage.encode(),
+            "source-topic": source.topic.encode(),
+            "source-partition": str(source.partition).encode(),
+            "source-offset": str(source.offset).encode(),
             "attempts": str(attempts).encode(),
         }
-        await self._send(key=key, value=raw, headers=headers)
-        self._metrics.dead_letters.labels(stage=stage, reason=kind).inc()
-        log.warning("dead-lettered %s@%s/%s from %s: %s", topic, partition, offset, stage, reason)
+        for attempt in range(1, 1_000_000):
+            try:
+                await self._send(key=source.key, value=value, headers=headers)
+                break
+            except Exception as exc:
+                delay = DEAD_LETTER_RETRY_S[min(attempt, len(DEAD_LETTER_RETRY_S)) - 1]
+                log.error("dead letter write failed (%r); retrying in %s s", exc, delay)
+                await asyncio.sleep(delay)
+        self._metrics.dead_letters.labels(stage=self.stage, reason=kind).inc()
+        log.warning(
+            "dead-lettered %s@%s/%s from %s (%s): %s",
+            source.topic,
+            source.partition,
+            source.offset,
+            self.stage,
+            kind,
+            reason[:300],
+        )
 
 
-def bind_event(consumed: Consumed[Any]) -> None:
-    """Make table writes in this task see ``consumed``'s partition.
+def _reference(source: Source) -> bytes:
+    return orjson.dumps(
+        {
+            "too_large": True,
+            "topic": source.topic,
+            "partition": source.partition,
+            "offset": source.offset,
+            "size": len(source.raw),
+            "prefix": source.raw[:DEAD_LETTER_PREFIX].decode("utf-8", "replace"),
+        }
+    )
+
+
+def bind_event(source: Source) -> None:
+    """Make table writes in this task see ``source``'s partition.
 
     Faust finds a table write's partition through the current event, which a batch from
     ``take_events`` does not set; each user's work runs in its own task, so setting the
     context variable here affects only that user's events.
     """
-    if consumed.event is not None:
-        _current_event.set(weakref.ref(consumed.event))
+    if source.event is not None:
+        _current_event.set(weakref.ref(source.event))
 
 
-class Forgetting(Protocol):
-    """Deleted users: when each was deleted, and how to delete one again."""
-
-    async def tombstones(self, user_ids: Sequence[str]) -> dict[str, float]: ...
-
-    async def delete_user(self, user_id: str, at: float) -> dict[str, int]: ...
-
-
-class BatchRunner(Generic[Model]):
+class BatchRunner(Generic[Record]):
     def __init__(
         self,
         stage: str,
-        model: type[Model],
+        decode: Callable[[bytes], Record],
+        user_of: Callable[[Record], str],
         dead_letters: DeadLetterSink,
         metrics: Metrics,
-        max_attempts: int,
-        forgetting: Forgetting | None = None,
-        retry_delay_s: float = 0.2,
+        policy: ErrorPolicy,
     ) -> None:
         self.stage = stage
-        self.forgetting = forgetting
-        self.model = model
+        self.decode = decode
+        self.user_of = user_of
         self.dead_letters = dead_letters
         self.metrics = metrics
-        self.max_attempts = max_attempts
-        self.retry_delay_s = retry_delay_s
+        self.policy = policy
 
-    async def decode_batch(self, events: Sequence[Any]) -> list[Consumed[Model]]:
-        """Decode a batch; malformed records go straight to the dead-letter topic."""
+    async def process(
+        self, events: Sequence[Any], handle: Callable[[Consumed[Record]], Awaitable[None]]
+    ) -> None:
+        """Decode a batch and apply ``handle`` per user in order: most stages' whole body."""
+        await self.run(await self.decode_batch(events), handle)
+
+    async def decode_batch(self, events: Sequence[Any]) -> list[Consumed[Record]]:
+        """Decode a batch; malformed or oversized records go straight to the dead letters."""
         self.metrics.batch_size.labels(stage=self.stage).observe(len(events))
         decoded = []
         for event in events:
-            message = event.message
-            raw = event.value if isinstance(event.value, bytes) else bytes(event.value or b"")
+            source = Source.of(event)
             try:
-                record = decode(self.model, raw)
-            except InvalidEvent as exc:
+                if len(source.raw) > MAX_RECORD_BYTES:
+                    raise InvalidEvent(
+                        f"record is {len(source.raw)} bytes; at most {MAX_RECORD_BYTES}",
+                        field="body",
+                    )
+                record = self.decode(source.raw)
+                if source.key != user_key(self.user_of(record)):
+                    # Another key puts the user's events on another partition: no order.
+                    raise InvalidEvent(f"record key {source.key!r} is not the user id", field="key")
+                decoded.append(Consumed(record, source))
+            except Exception as exc:
+                # Decoding is pure: whatever it raises, retrying the same bytes cannot help.
+                kind = "too_large" if len(source.raw) > MAX_RECORD_BYTES else "invalid"
                 self.metrics.events.labels(stage=self.stage, outcome="invalid").inc()
-                await self.dead_letters.send(
-                    self.stage,
-                    str(exc),
-                    raw,
-                    message.key,
-                    message.topic,
-                    message.partition,
-                    message.offset,
-                    1,
-                    type(exc).__name__,
-                )
-                continue
-            decoded.append(
-                Consumed(
-                    record,
-                    raw,
-                    message.key,
-                    message.topic,
-                    message.partition,
-                    message.offset,
-                    float(message.timestamp or 0.0),
-                    event,
-                )
-            )
+                await self.dead_letters.send(source, kind, _describe(exc), 1)
         return decoded
-
-    async def process(
-        self,
-        events: Sequence[Any],
-        user_of: Callable[[Model], str],
-        act: Callable[[Model], Awaitable[None]],
-    ) -> None:
-        """Decode a batch and apply ``act`` to each record: the whole body of most agents."""
-
-        async def handle(item: Consumed[Model]) -> None:
-            await act(item.record)
-
-        await self.run(await self.decode_batch(events), user_of, handle)
 
     async def run(
         self,
-        items: Sequence[Consumed[Model]],
-        user_of: Callable[[Model], str],
-        handle: Callable[[Consumed[Model]], Awaitable[None]],
+        items: Sequence[Consumed[Record]],
+        handle: Callable[[Consumed[Record]], Awaitable[None]],
     ) -> None:
-        by_user: dict[str, list[Consumed[Model]]] = {}
+        by_user: dict[str, list[Consumed[Record]]] = {}
         for item in items:
-            by_user.setdefault(user_of(item.record), []).append(item)
-        stones = await self._tombstones(list(by_user))
-        await asyncio.gather(
-            *(
-                self._run_user(user, queue, stones.get(user), handle)
-                for user, queue in by_user.items()
-            )
-        )
-
-    async def _tombstones(self, users: list[str]) -> dict[str, float]:
-        return await self.forgetting.tombstones(users) if self.forgetting and users else {}
+            by_user.setdefault(self.user_of(item.record), []).append(item)
+        await asyncio.gather(*(self._run_user(queue, handle) for queue in by_user.values()))
 
     async def _run_user(
         self,
-        user_id: str,
-        queue: list[Consumed[Model]],
-        deleted_at: float | None,
-        handle: Callable[[Consumed[Model]], Awaitable[None]],
+        queue: list[Consumed[Record]],
+        handle: Callable[[Consumed[Record]], Awaitable[None]],
     ) -> None:
         for item in queue:
-            if deleted_at is not None and item.timestamp <= deleted_at:
-                # Accepted before the user was deleted: it must not bring them back.
-                self.metrics.events.labels(stage=self.stage, outcome="forgotten").inc()
-                continue
             await self.run_one(item, handle)
-        # A delete that landed while this user's events were in flight: delete again, so
-        # what they wrote after the first pass is gone too.
-        latest = (await self._tombstones([user_id])).get(user_id)
-        if self.forgetting and latest is not None and latest != deleted_at:
-            await self.forgetting.delete_user(user_id, latest)
 
     async def run_one(
-        self, item: Consumed[Model], handle: Callable[[Consumed[Model]], Awaitable[None]]
+        self,
+        item: Consumed[Record],
+        handle: Callable[[Consumed[Record]], Awaitable[None]],
     ) -> None:
-        bind_event(item)
+        bind_event(item.source)
         in_flight = self.metrics.in_flight.labels(stage=self.stage)
         in_flight.inc()
         started = time.perf_counter()
         try:
-            for attempt in range(1, self.max_attempts + 1):
+            attempt = 0
+            while True:
+                attempt += 1
                 try:
                     await handle(item)
-                except PERMANENT as exc:
-                    await self._dead_letter(item, exc, attempt)
+                except Exception as exc:
+                    decision = self.policy(exc, attempt)
+                    if decision.verdict is Verdict.RETRY:
+                        log.info("%s: attempt %d failed (%r); retrying", self.stage, attempt, exc)
+                        await asyncio.sleep(decision.delay_s)
+                        continue
+                    if decision.reason == "bug":
+                        log.exception("%s: a bug, dead-lettered without retry", self.stage)
+                    self.metrics.events.labels(stage=self.stage, outcome="dead_letter").inc()
+                    await self.dead_letters.send(
+                        item.source, decision.reason, _describe(exc), attempt
+                    )
                     return
-                except (MemoryOSError, OSError, ValueError, KeyError, TypeError) as exc:
-                    if attempt == self.max_attempts:
-                        await self._dead_letter(item, exc, attempt)
-                        return
-                    log.info("%s: attempt %d failed (%s); retrying", self.stage, attempt, exc)
-                    await asyncio.sleep(self.retry_delay_s * 2 ** (attempt - 1))
-                else:
-                    self.metrics.events.labels(stage=self.stage, outcome="ok").inc()
-                    return
+                self.metrics.events.labels(stage=self.stage, outcome="ok").inc()
+                return
         finally:
             in_flight.dec()
             self.metrics.stage_seconds.labels(stage=self.stage).observe(
                 time.perf_counter() - started
             )
 
-    async def _dead_letter(self, item: Consumed[Model], exc: Exception, attempts: int) -> None:
-        self.metrics.events.labels(stage=self.stage, outcome="dead_letter").inc()
-        await self.dead_letters.send(
-            self.stage,
-            f"{type(exc).__name__}: {exc}",
-            item.raw,
-            item.key,
-            item.topic,
-            item.partition,
-            item.offset,
-            attempts,
-            type(exc).__name__,
-        )
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"

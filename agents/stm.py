@@ -1,4 +1,4 @@
-"""STM agent: pages -> the user's short-term window; the oldest page moves on to MTM."""
+"""STM stage: pages -> the user's short-term window; the oldest page moves on to MTM."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from adapters.deps import Deps, Send
-from adapters.repository import STM
+from adapters.repository import LEAVING, STM
 from agents.runtime import BatchRunner
 from memory.stm import push_page
 from schemas.codec import dumps
-from schemas.records import EvictedPage, Page, PageEvent
+from schemas.records import EvictedPage, ForgetUser, Page, PageEvent, PageInput
 from schemas.topics import user_key
 
 
@@ -21,18 +21,22 @@ class ShortTermAgent:
         self,
         deps: Deps,
         windows: MutableMapping[str, Any],
-        send_evicted: Send,
-        runner: BatchRunner[PageEvent],
+        send_mid_term: Send,
+        runner: BatchRunner[PageInput],
     ) -> None:
         self.deps = deps
         self.windows = windows
-        self.send_evicted = send_evicted
+        self.send_mid_term = send_mid_term
         self.runner = runner
 
     async def process(self, events: Sequence[Any]) -> None:
-        await self.runner.process(
-            events, lambda event: event.page.user_id, lambda e: self.push(e.page)
-        )
+        await self.runner.process(events, lambda item: self.apply(item.record.root))
+
+    async def apply(self, event: PageEvent | ForgetUser) -> None:
+        if isinstance(event, ForgetUser):
+            await self.forget(event)
+        else:
+            await self.push(event.page)
 
     async def push(self, page: Page) -> None:
         user_id = page.user_id
@@ -40,17 +44,23 @@ class ShortTermAgent:
         new_window, evicted = push_page(window, page, self.deps.settings.stm_capacity)
         if new_window == window:
             return  # already in the window: a replay
-        # Evicted pages are handed on before the window forgets them: a crash in between
-        # replays this page, evicts them again, and the segment agent drops the duplicate.
-        for old in evicted:
-            await self.send_evicted(key=user_key(user_id), value=dumps(EvictedPage(page=old)))
+        # The store first: evicted pages are marked as leaving (no longer STM, so the window
+        # never exceeds its capacity; found by the reconciler if the hand-over below is lost).
         before = {p.page_id: p for p in window}
         changed = [p for p in new_window if before.get(p.page_id) != p]
+        await self.deps.repo.save_pages(evicted, LEAVING)
         await self.deps.repo.save_pages(changed, STM)
+        for old in evicted:
+            await self.send_mid_term(key=user_key(user_id), value=dumps(EvictedPage(page=old)))
         self.windows[user_id] = [p.model_dump(mode="json") for p in new_window]
         transitions = self.deps.metrics.transitions
         transitions.labels(transition="stm_in").inc()
         transitions.labels(transition="stm_to_mtm").inc(len(evicted))
+
+    async def forget(self, marker: ForgetUser) -> None:
+        self.windows.pop(marker.user_id, None)
+        await self.deps.repo.purge_short_term(marker.user_id)
+        await self.send_mid_term(key=user_key(marker.user_id), value=dumps(marker))
 
     async def window(self, user_id: str) -> list[Page]:
         cached = self.windows.get(user_id)

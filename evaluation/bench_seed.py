@@ -20,6 +20,7 @@ from adapters.repository import HEAT_DOC, MTM, STM
 from evaluation.bench_data import DAYS, SyntheticTurn, Topic, conversation
 from memory import ids
 from memory.mtm import MidTermState
+from memory.persona import FactKind
 from memory.text import normalize_fact
 from schemas.records import ChainLink, Page, Persona, Segment, Trait
 
@@ -139,7 +140,7 @@ async def _seed_persona(
         for i in rng.sample(talk, k=min(AGENT_FACTS, len(talk)))
     ))  # fmt: skip
     dim = deps.embedder.dim
-    for kind, facts in (("user_knowledge", user_facts), ("agent_traits", agent_facts)):
+    for kind, facts in ((FactKind.USER, user_facts), (FactKind.AGENT, agent_facts)):
         fact_vectors = _unit(vectors.standard_normal((len(facts), dim)))
         await deps.repo.save_facts(
             user, kind, facts, [[float(x) for x in row] for row in fact_vectors]

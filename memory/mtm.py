@@ -29,6 +29,8 @@ class SegmentStats:
     n_visit: int = 0
     l_interaction: int = 0
     page_ids: list[str] = field(default_factory=list)
+    transferred: list[str] = field(default_factory=list)  # pages already in the persona
+    persona_pending: bool = False  # a persona job is out; no second one until it is applied
 
     def heat(self, now: float, params: HeatParams) -> float:
         return heat(self.n_visit, self.l_interaction, self.last_access, now, params)
@@ -36,6 +38,7 @@ class SegmentStats:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["page_ids"] = list(self.page_ids)
+        data["transferred"] = list(self.transferred)
         return data
 
     @classmethod
@@ -48,6 +51,8 @@ class SegmentStats:
                 n_visit=int(data.get("n_visit", 0)),
                 l_interaction=int(data.get("l_interaction", 0)),
                 page_ids=[str(page) for page in data.get("page_ids", [])],
+                transferred=[str(page) for page in data.get("transferred", [])],
+                persona_pending=bool(data.get("persona_pending", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a segment stats record ({exc!r}): {dict(data)!r}") from exc
@@ -73,6 +78,7 @@ class MidTermState:
 
     segments: dict[str, SegmentStats] = field(default_factory=dict)
     evicted: list[str] = field(default_factory=list)
+    clock: float = 0.0  # the latest event time seen: heat is computed at event time, not wall time
 
     def __len__(self) -> int:
         return len(self.segments)
@@ -84,6 +90,7 @@ class MidTermState:
         return {
             "segments": {sid: stats.to_dict() for sid, stats in self.segments.items()},
             "evicted": list(self.evicted),
+            "clock": self.clock,
         }
 
     @classmethod
@@ -95,7 +102,14 @@ class MidTermState:
         return cls(
             segments={stats.segment_id: stats for stats in segments},
             evicted=[str(sid) for sid in data.get("evicted", [])],
+            clock=float(data.get("clock", 0.0)),
         )
+
+    def advance(self, event_time: float) -> float:
+        """The time an event is applied at: its own, but never before an earlier event's, so
+        a replay computes the same heat and an old page cannot make recency exceed 1."""
+        self.clock = max(self.clock, event_time)
+        return self.clock
 
     def owner_of(self, page_id: str) -> str | None:
         """The live segment holding ``page_id``, if any."""
@@ -187,6 +201,42 @@ class MidTermState:
         }
         hot = [sid for sid, value in heats.items() if value > tau]
         return sorted(hot, key=lambda sid: (-heats[sid], sid))
+
+    def take_persona_jobs(
+        self, tau: float, now: float, params: HeatParams, max_pages: int
+    ) -> list[tuple[str, list[str]]]:
+        """Hot segments without a job out: (segment, its pages not yet in the persona, at most
+        ``max_pages`` so the prompt stays bounded). Marks each as pending."""
+        jobs = []
+        for segment_id in self.hot_segments(tau, now, params):
+            stats = self.segments[segment_id]
+            if stats.persona_pending:
+                continue
+            done = set(stats.transferred)
+            pages = [page for page in stats.page_ids if page not in done][:max_pages]
+            if not pages:
+                stats.l_interaction = 0  # nothing left to learn from
+                continue
+            stats.persona_pending = True
+            jobs.append((segment_id, pages))
+        return jobs
+
+    def persona_applied(self, segment_id: str, page_ids: Iterable[str]) -> bool:
+        """The persona stored these pages: L_interaction drops by their number (the paper's
+        reset to 0 when all were sent). Unknown segments (evicted since) change nothing."""
+        stats = self.segments.get(segment_id)
+        if stats is None:
+            return False
+        fresh = [page for page in dict.fromkeys(page_ids) if page not in stats.transferred]
+        stats.transferred.extend(fresh)
+        stats.l_interaction = max(0, stats.l_interaction - len(fresh))
+        stats.persona_pending = False
+        return True
+
+    def resume(self) -> None:
+        """After a restart a job may have been lost: allow every segment a new one."""
+        for stats in self.segments.values():
+            stats.persona_pending = False
 
     def reset_interaction(self, segment_id: str) -> bool:
         """After a persona update: L_interaction = 0 (paper), N_visit kept.

@@ -8,11 +8,19 @@ is refreshed to the newest position, so repeating a fact keeps it from ageing ou
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 
 from memory.text import normalize_fact
 from schemas.records import Trait
 
 _EMPTY_ANSWERS = frozenset({"", "none"})  # what an LLM writes when it found no fact
+
+
+class FactKind(StrEnum):
+    """The two FIFO fact stores of the LPM (values name their store collections)."""
+
+    USER = "user_knowledge"  # facts about the user
+    AGENT = "agent_traits"  # facts about the assistant, as seen with this user
 
 
 def append_facts(

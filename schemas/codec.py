@@ -8,6 +8,8 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from schemas.errors import InvalidEvent
+from schemas.records import ForgetUser
+from schemas.turn import TurnEvent
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -24,14 +26,27 @@ def describe(exc: ValidationError) -> tuple[str, str]:
     return field, f"{field}: {first['msg']}"
 
 
-def decode(model: type[Model], raw: bytes | str | dict[str, Any]) -> Model:
-    """Parse and validate one record; raise InvalidEvent naming the offending field."""
+def _object(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
     try:
         data = orjson.loads(raw) if isinstance(raw, bytes | str) else raw
     except orjson.JSONDecodeError as exc:
         raise InvalidEvent(f"not valid JSON: {exc}", field="body") from None
     if not isinstance(data, dict):
         raise InvalidEvent(f"expected a JSON object, got {type(data).__name__}", field="body")
+    return data
+
+
+def decode_turn_input(raw: bytes | str | dict[str, Any]) -> TurnEvent | ForgetUser:
+    """A record of ``memoryos.turns``: a public turn, or a DELETE's forget marker."""
+    data = _object(raw)
+    if data.get("kind") == "forget":
+        return decode(ForgetUser, data)
+    return decode(TurnEvent, data)
+
+
+def decode(model: type[Model], raw: bytes | str | dict[str, Any]) -> Model:
+    """Parse and validate one record; raise InvalidEvent naming the offending field."""
+    data = _object(raw)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -1,7 +1,21 @@
 """One error hierarchy for the whole project.
 
-Callers catch ``MemoryOSError`` at the edges (CLI, HTTP, agents) and turn it into an exit status,
-a 4xx reply or a dead-letter record; nothing below the edges swallows errors silently.
+    MemoryOSError
+    ├── ConfigError          a setting is missing or invalid (CLI exit 2)
+    ├── InvalidEvent         bad input: HTTP 422, or a dead letter with reason ``invalid``
+    │   └── UnauthorizedForget   a forget marker without the DELETE's tombstone
+    ├── LLMError             the LLM failed after its own retries (stage: retried, then DLQ)
+    │   ├── LLMQuotaExceeded     no quota left: dead-lettered at once
+    │   └── LLMUnparseable       unusable reply even after a repair attempt
+    ├── EmbedderError        the embedding backend failed (transient)
+    ├── StoreError           the vector store failed (HTTP 503 "store unavailable")
+    ├── JournalError         the embedded stack's inbox could not take a turn (HTTP 503)
+    ├── BrokerError          the Kafka broker could not be started or reached
+    └── NotFound             HTTP 404
+
+Callers catch ``MemoryOSError`` at the edges (CLI, HTTP, stages) and turn it into an exit
+status, a 4xx/5xx reply or a dead letter (``agents/policy.py`` decides which); nothing below
+the edges swallows errors silently.
 """
 
 from __future__ import annotations
@@ -23,6 +37,10 @@ class InvalidEvent(MemoryOSError):
         self.field = field
 
 
+class UnauthorizedForget(InvalidEvent):
+    """A forget marker that no DELETE stored a tombstone for: refused, never acted on."""
+
+
 class LLMError(MemoryOSError):
     """The LLM could not produce a usable answer (after retries)."""
 
@@ -41,6 +59,10 @@ class EmbedderError(MemoryOSError):
 
 class StoreError(MemoryOSError):
     """The vector store failed or returned something unexpected."""
+
+
+class JournalError(MemoryOSError):
+    """The embedded stack's on-disk inbox failed: the turn is not acknowledged."""
 
 
 class BrokerError(MemoryOSError):

@@ -7,9 +7,9 @@ order on one partition.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 
 class Record(BaseModel):
@@ -90,36 +90,33 @@ class Persona(Record):
     agent_profile: dict[str, Any] = Field(default_factory=dict)
 
 
-# --- events between agents (all keyed by user_id) ---
+# --- events between stages (all keyed by user_id, so one user's events stay in order) ---
 
 
 class PageEvent(Record):
-    """chain agent -> STM agent: a new page (memoryos.pages)."""
+    """chain stage -> STM stage: a new page (memoryos.pages)."""
 
     kind: Literal["page"] = "page"
     page: Page
 
+    @property
+    def user_id(self) -> str:
+        return self.page.user_id
+
 
 class EvictedPage(Record):
-    """STM agent -> segment agent: the oldest page left the STM window (memoryos.stm-evicted)."""
+    """STM stage -> MTM stage: the oldest page left the STM window (memoryos.mtm)."""
 
     kind: Literal["evicted"] = "evicted"
     page: Page
 
-
-class SegmentChange(Record):
-    """segment agent -> heat agent: a page joined a segment (memoryos.segments)."""
-
-    kind: Literal["segment"] = "segment"
-    user_id: str
-    segment_id: str
-    page_id: str
-    created: bool
-    at: float
+    @property
+    def user_id(self) -> str:
+        return self.page.user_id
 
 
 class RetrievalHit(Record):
-    """response service -> heat agent: segments were retrieved (memoryos.retrievals)."""
+    """response service -> MTM stage: segments were retrieved at ``at`` (memoryos.mtm)."""
 
     kind: Literal["retrieval"] = "retrieval"
     user_id: str
@@ -128,17 +125,62 @@ class RetrievalHit(Record):
 
 
 class PersonaJob(Record):
-    """heat agent -> persona agent: a hot segment should update the persona (memoryos.persona)."""
+    """MTM stage -> persona stage: a hot segment's pages not yet analysed (memoryos.persona)."""
 
     kind: Literal["persona"] = "persona"
     user_id: str
     segment_id: str
+    page_ids: list[str]
     at: float
 
 
-class UserForgotten(Record):
-    """response service -> control agent: a user was deleted; drop their table entries."""
+class PersonaApplied(Record):
+    """persona stage -> MTM stage: these pages are in the persona now; L_interaction drops.
+
+    Sent only after the persona is stored, so a failed update leaves the segment hot and the
+    reconciler asks again, instead of the pages being counted as transferred.
+    """
+
+    kind: Literal["persona_applied"] = "persona_applied"
+    user_id: str
+    segment_id: str
+    page_ids: list[str]
+
+
+class Resume(Record):
+    """reconciler -> MTM stage: jobs sent before a restart may be lost; decide them again."""
+
+    kind: Literal["resume"] = "resume"
+    user_id: str
+
+
+class ForgetUser(Record):
+    """DELETE -> every stage in turn: purge what you own of this user, then pass it on.
+
+    It travels in the user's own partition of every topic, behind the user's earlier events,
+    so nothing emitted before it can write after it. ``at`` must match the tombstone the
+    DELETE stored, or the marker is refused: a producer cannot erase a user by writing one.
+    """
 
     kind: Literal["forget"] = "forget"
     user_id: str
     at: float
+
+
+class PageInput(RootModel[Annotated[PageEvent | ForgetUser, Field(discriminator="kind")]]):
+    """What memoryos.pages carries."""
+
+
+class MidTermInput(
+    RootModel[
+        Annotated[
+            EvictedPage | RetrievalHit | PersonaApplied | Resume | ForgetUser,
+            Field(discriminator="kind"),
+        ]
+    ]
+):
+    """What memoryos.mtm carries: every change to a user's segments and heat, in one order."""
+
+
+class PersonaInput(RootModel[Annotated[PersonaJob | ForgetUser, Field(discriminator="kind")]]):
+    """What memoryos.persona carries."""

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 TURNS = "memoryos.turns"
 PAGES = "memoryos.pages"
-EVICTED = "memoryos.stm-evicted"
-SEGMENTS = "memoryos.segments"
-RETRIEVALS = "memoryos.retrievals"
+MTM = "memoryos.mtm"  # evicted pages, retrieval visits and persona acks: one order per user
 PERSONA = "memoryos.persona"
-CONTROL = "memoryos.control"
 DLQ = "memoryos.dlq"
-PIPELINE_TOPICS = (TURNS, PAGES, EVICTED, SEGMENTS, RETRIEVALS, PERSONA, CONTROL)
+PIPELINE_TOPICS = (TURNS, PAGES, MTM, PERSONA)
 
 
 def user_key(user_id: str) -> bytes:

@@ -325,12 +325,7 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
         responses=INPUT_ERRORS | error_responses(503),
     )
     async def respond(user_id: UserId, body: RespondIn) -> dict[str, Any]:
-        text, memory, usage = await service.respond(user_id, body.query)
-        stored = text[:MAX_TEXT_CHARS]  # a long answer is kept in full in the reply only
-        event = _turn(
-            user_id, {"query": body.query, "response": stored, "assistant_id": body.assistant_id}
-        )
-        await service.add_turns([event])
+        text, memory, usage = await service.respond(user_id, body.query, body.assistant_id)
         return {"response": text, "memory": memory.to_json(), "usage": usage}
 
     @app.get("/v1/users/{user_id}/memory", response_model=MemoryResponse, responses=READ_ERRORS)

@@ -2,7 +2,7 @@
 
 Stateless: any number of replicas can serve the same users. Retrieval follows the paper
 (STM whole; top m segments by F with query keywords, then top k pages; LPM top 10) and
-reports the segments it hit, so the heat agent counts N_visit and recency.
+reports the segments it hit, so the MTM stage counts N_visit and recency.
 """
 
 from __future__ import annotations
@@ -12,20 +12,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
+from uuid import uuid4
 
 from adapters.deps import Deps
+from adapters.journal import Journal, NoJournal
 from adapters.ports import PromptMemory
-from adapters.repository import HEAT_DOC, MTM
+from adapters.repository import HEAT_DOC
 from memory.heat import heat
 from memory.mtm import MidTermState
+from memory.persona import FactKind
 from memory.prompt import build_prompt, prompt_texts
 from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segments
-from memory.scoring import SegmentCandidate
 from memory.text import keyword_set, query_keywords
 from schemas.codec import dumps
-from schemas.records import Page, Persona, RetrievalHit, UserForgotten
-from schemas.topics import CONTROL, RETRIEVALS, TURNS, user_key
-from schemas.turn import TurnEvent
+from schemas.records import ForgetUser, Page, Persona, RetrievalHit
+from schemas.topics import MTM as MTM_TOPIC
+from schemas.topics import TURNS, user_key
+from schemas.turn import MAX_TEXT_CHARS, TurnEvent
 
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
 
@@ -58,19 +61,30 @@ class Retrieved:
 
 
 class ResponseService:
-    def __init__(self, deps: Deps, sink: EventSink) -> None:
+    def __init__(self, deps: Deps, sink: EventSink, journal: Journal | None = None) -> None:
         self.deps = deps
         self.sink = sink
+        self.journal: Journal = journal or NoJournal()
 
     async def add_turns(self, turns: Sequence[TurnEvent]) -> list[str]:
+        """Acknowledged means durable: on disk in the journal (embedded) and sent with
+        acks=all before the caller hears back."""
+        await self.journal.append(turns)
         for turn in turns:
             await self.sink.send(TURNS, user_key(turn.user_id), dumps(turn))
         return [turn.turn_id for turn in turns]
+
+    async def forgetting(self, user_id: str) -> bool:
+        """A DELETE whose marker has not passed every stage yet: reads show nothing."""
+        tombstone = await self.deps.repo.tombstone(user_id)
+        return tombstone is not None and tombstone[1]
 
     async def retrieve(self, user_id: str, query: str, top_k: int | None = None) -> Retrieved:
         deps, settings = self.deps, self.deps.settings
         repo = deps.repo
         k = top_k or settings.retrieve_pages
+        if await self.forgetting(user_id):
+            return Retrieved([], [], Persona(user_id=user_id), [], [])
         vector = (await deps.embedder.embed([query]))[0]
         short_term, nearest, persona, knowledge, traits = await asyncio.gather(
             repo.stm_pages(user_id, with_vectors=False),
@@ -78,17 +92,13 @@ class ResponseService:
                 user_id, vector, settings.retrieve_segments * SEGMENT_POOL, with_vectors=False
             ),
             repo.load_persona(user_id),
-            repo.search_facts(user_id, "user_knowledge", vector, query, settings.retrieve_lpm),
-            repo.search_facts(user_id, "agent_traits", vector, query, settings.retrieve_lpm),
+            repo.search_facts(user_id, FactKind.USER, vector, query, settings.retrieve_lpm),
+            repo.search_facts(user_id, FactKind.AGENT, vector, query, settings.retrieve_lpm),
         )
-        candidates = [
-            SegmentCandidate(
-                s.segment.segment_id, score, frozenset(keyword_set(s.segment.keywords))
-            )
-            for score, s in nearest
-        ]
         ranked = rank_segments(
-            candidates, keyword_set(query_keywords(query)), settings.retrieve_segments
+            [stored.candidate(score) for score, stored in nearest],
+            keyword_set(query_keywords(query)),
+            settings.retrieve_segments,
         )
         segment_ids = [segment_id for segment_id, _ in ranked]
         chosen, pages = await self._mid_term_pages(user_id, vector, query, segment_ids, k)
@@ -96,7 +106,7 @@ class ResponseService:
         visited = list(dict.fromkeys([*segment_ids, *(c.segment_id for c in chosen)]))
         if visited:
             hit_event = RetrievalHit(user_id=user_id, segment_ids=visited, at=deps.clock.now())
-            await self.sink.send(RETRIEVALS, user_key(user_id), dumps(hit_event))
+            await self.sink.send(MTM_TOPIC, user_key(user_id), dumps(hit_event))
         return Retrieved(
             short_term=short_term,
             mid_term=[(pages[c.page_id], c.segment_id, c.similarity) for c in chosen],
@@ -127,7 +137,10 @@ class ResponseService:
             return paper, pages
         return fuse_rankings([paper, rankings[1]], k), pages
 
-    async def respond(self, user_id: str, query: str) -> tuple[str, Retrieved, dict[str, int]]:
+    async def respond(
+        self, user_id: str, query: str, assistant_id: str | None = None, record: bool = True
+    ) -> tuple[str, Retrieved, dict[str, int]]:
+        """Answer with memory; the exchange becomes a turn of the user's memory (``record``)."""
         memory = await self.retrieve(user_id, query)
         mid_term = [page for page, _, _ in memory.mid_term]
         knowledge = [text for text, _ in memory.user_knowledge]
@@ -141,36 +154,48 @@ class ResponseService:
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,
         }
+        if record:
+            turn = TurnEvent(
+                user_id=user_id,
+                turn_id=f"respond-{uuid4().hex}",
+                query=query,
+                response=answer.text[:MAX_TEXT_CHARS],  # a long answer is kept whole in the reply
+                timestamp=datetime.fromtimestamp(self.deps.clock.now(), UTC),
+                assistant_id=assistant_id,
+            )
+            await self.add_turns([turn])
         return answer.text, memory, usage
 
     async def forget(self, user_id: str) -> dict[str, int]:
-        """Delete everything of one user: store points now, table entries via the control agent.
+        """Delete everything of one user: the store's points now, then a forget marker.
 
-        The tombstone the repository leaves makes every agent drop this user's events that
-        were accepted before now, so nothing in flight brings the user back.
+        The marker follows the user's earlier events through every stage, and each stage
+        purges what it owns when the marker reaches it, so nothing in flight brings the user
+        back. Until the last stage has seen it, reads of the user show nothing.
         """
-        deleted = await self.deps.repo.delete_user(user_id, self.deps.clock.now())
-        event = UserForgotten(user_id=user_id, at=self.deps.clock.now())
-        await self.sink.send(CONTROL, user_key(user_id), dumps(event))
+        at = self.deps.clock.now()
+        deleted = await self.deps.repo.forget_user(user_id, at)
+        await self.journal.forget_user(user_id)
+        marker = ForgetUser(user_id=user_id, at=at)
+        await self.sink.send(TURNS, user_key(user_id), dumps(marker))
         return deleted
 
     async def get_memory(self, user_id: str) -> dict[str, Any]:
         repo, now = self.deps.repo, self.deps.clock.now()
-        short_term, segments, heat_doc, persona, mtm_points = await asyncio.gather(
+        if await self.forgetting(user_id):
+            return _empty_memory(user_id)
+        short_term, segments, heat_doc, persona, mtm_pages = await asyncio.gather(
             repo.stm_pages(user_id, with_vectors=False),
             repo.all_segments(user_id),
             repo.load_doc(user_id, HEAT_DOC),
             repo.load_persona(user_id),
-            repo.store.scroll("pages", user_id, {"tier": MTM}),
+            repo.mid_term_pages(user_id),
         )
         state = MidTermState.from_dict(heat_doc)
         params = self.deps.settings.heat_params
         by_segment: dict[str, list[dict[str, Any]]] = {}
-        for point in sorted(mtm_points, key=lambda p: int(p.payload.get("seq", 0))):
-            page = Page.model_validate(
-                {k: v for k, v in point.payload.items() if k not in ("tier", "segment_id")}
-            )
-            by_segment.setdefault(str(point.payload["segment_id"]), []).append(page.public())
+        for segment_id, page in mtm_pages:
+            by_segment.setdefault(segment_id, []).append(page.public())
         mid_term = []
         for stored in sorted(segments, key=lambda s: s.segment.created_at):
             seg = stored.segment
@@ -201,6 +226,16 @@ class ResponseService:
                 "agent_traits": persona.agent_traits,
             },
         }
+
+
+def _empty_memory(user_id: str) -> dict[str, Any]:
+    persona: dict[str, Any] = {
+        "profile": {},
+        "traits": {},
+        "user_knowledge": [],
+        "agent_traits": [],
+    }
+    return {"user_id": user_id, "short_term": [], "mid_term": [], "persona": persona}
 
 
 def _iso(seconds: float) -> str:

@@ -1,8 +1,8 @@
 """The app factory: a Faust app with the MemoryOS topology, wired to its dependencies.
 
-turns -> chain -> pages -> stm -> stm-evicted -> segment -> segments -> heat -> persona
-                                       retrievals (from the response service) -^
-control (user deletions, from the service) -> control agent: drops the user's table entries
+turns -> chain -> pages -> stm -> mtm -> segment assignment + heat -> persona -> (acks) -> mtm
+          the response service's retrieval visits ----^
+A DELETE's forget marker enters on ``turns`` and passes every stage in the user's order.
 No module holds a global app; `create_app` can build several, each with its own deps.
 """
 
@@ -17,25 +17,14 @@ import faust
 from adapters.deps import Deps
 from adapters.settings import Settings
 from agents.chain import ChainAgent
-from agents.control import ControlAgent
-from agents.heat import HeatAgent, HeatEvent
+from agents.mtm import MidTermAgent
 from agents.persona import PersonaAgent
+from agents.policy import ErrorPolicy, default_policy
 from agents.runtime import BatchRunner, DeadLetterSink
-from agents.segment import SegmentAgent
 from agents.stm import ShortTermAgent
-from schemas.records import EvictedPage, PageEvent, PersonaJob, UserForgotten
-from schemas.topics import (
-    CONTROL,
-    DLQ,
-    EVICTED,
-    PAGES,
-    PERSONA,
-    PIPELINE_TOPICS,
-    RETRIEVALS,
-    SEGMENTS,
-    TURNS,
-)
-from schemas.turn import TurnEvent
+from schemas.codec import decode, decode_turn_input
+from schemas.records import MidTermInput, PageInput, PersonaInput
+from schemas.topics import DLQ, MTM, PAGES, PERSONA, PIPELINE_TOPICS, TURNS
 from streams.faust_transport import ShortWaitApp
 
 
@@ -55,7 +44,9 @@ class MemoryApp:
         await self.topics[topic].send(key=key, value=value)
 
 
-def create_app(settings: Settings, deps: Deps, broker_url: str) -> MemoryApp:
+def create_app(
+    settings: Settings, deps: Deps, broker_url: str, policy: ErrorPolicy | None = None
+) -> MemoryApp:
     app = ShortWaitApp(
         settings.app_id,
         fetch_max_wait_ms=settings.consumer_fetch_max_wait_ms,
@@ -79,17 +70,11 @@ def create_app(settings: Settings, deps: Deps, broker_url: str) -> MemoryApp:
         )
         for name in (*PIPELINE_TOPICS, DLQ)
     }
-    dead_letters = DeadLetterSink(topics[DLQ].send, deps.metrics)
+    policy = policy or default_policy(settings.dlq_max_attempts)
 
-    def runner(stage: str, model: type[Any]) -> BatchRunner[Any]:
-        return BatchRunner(
-            stage,
-            model,
-            dead_letters,
-            deps.metrics,
-            settings.dlq_max_attempts,
-            forgetting=None if stage == "control" else deps.repo,
-        )
+    def runner(stage: str, decoder: Any, user_of: Any) -> BatchRunner[Any]:
+        sink = DeadLetterSink(stage, topics[DLQ].send, deps.metrics)
+        return BatchRunner(stage, decoder, user_of, sink, deps.metrics, policy)
 
     def table(name: str) -> Any:
         return app.Table(
@@ -100,32 +85,48 @@ def create_app(settings: Settings, deps: Deps, broker_url: str) -> MemoryApp:
             value_type=None,
         )
 
-    chain = ChainAgent(deps, table("chain-tails"), topics[PAGES].send, runner("chain", TurnEvent))
-    stm = ShortTermAgent(deps, table("stm-windows"), topics[EVICTED].send, runner("stm", PageEvent))
-    segment = SegmentAgent(deps, topics[SEGMENTS].send, runner("segment", EvictedPage))
-    heat = HeatAgent(deps, table("mtm-heat"), topics[PERSONA].send, runner("heat", HeatEvent))
-    persona = PersonaAgent(deps, runner("persona", PersonaJob))
-    tables = [chain.tails, stm.windows, heat.states]
-    control = ControlAgent(tables, runner("control", UserForgotten))
+    def by_root(record: Any) -> str:
+        return str(record.root.user_id)
 
-    _attach(app, topics[TURNS], chain, settings)
-    _attach(app, topics[PAGES], stm, settings)
-    _attach(app, topics[EVICTED], segment, settings)
-    _attach(
-        app,
-        app.topic(
-            SEGMENTS,
-            RETRIEVALS,
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
+    stages: list[tuple[str, BatchProcessor]] = [
+        (
+            TURNS,
+            ChainAgent(
+                deps,
+                table("chain-tails"),
+                topics[PAGES].send,
+                runner("chain", decode_turn_input, lambda r: r.user_id),
+            ),
         ),
-        heat,
-        settings,
-    )
-    _attach(app, topics[PERSONA], persona, settings)
-    _attach(app, topics[CONTROL], control, settings)
+        (
+            PAGES,
+            ShortTermAgent(
+                deps,
+                table("stm-windows"),
+                topics[MTM].send,
+                runner("stm", lambda raw: decode(PageInput, raw), by_root),
+            ),
+        ),
+        (
+            MTM,
+            MidTermAgent(
+                deps,
+                table("mtm-heat"),
+                topics[PERSONA].send,
+                runner("mtm", lambda raw: decode(MidTermInput, raw), by_root),
+            ),
+        ),
+        (
+            PERSONA,
+            PersonaAgent(
+                deps,
+                topics[MTM].send,
+                runner("persona", lambda raw: decode(PersonaInput, raw), by_root),
+            ),
+        ),
+    ]
+    for topic, stage in stages:
+        _attach(app, topics[topic], stage, settings)
     return MemoryApp(app, topics, settings)
 
 

@@ -6,12 +6,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any, Literal
 
 import uvicorn
 from aiokafka import AIOKafkaProducer
 
 from adapters.deps import Deps
+from adapters.journal import Journal, NoJournal, SqliteJournal
 from adapters.settings import Settings
 from adapters.wiring import build_deps, close_deps
 from schemas.errors import ConfigError
@@ -21,8 +23,14 @@ from service.response import ResponseService
 from streams.app import MemoryApp, create_app
 from streams.broker import EmbeddedBroker
 from streams.lag import LagProbe
+from streams.reconciler import Reconciler
 
 log = logging.getLogger(__name__)
+
+
+def journal_path(settings: Settings) -> Path:
+    """Where the embedded stack and `memoryos ingest` keep accepted turns until placed."""
+    return settings.data_dir / "journal.sqlite3"
 
 
 class FaustSink:
@@ -85,6 +93,9 @@ class Stack:
         self._server_task: asyncio.Task[None] | None = None
         self._lag_task: asyncio.Task[None] | None = None
         self._kafka_sink: KafkaSink | None = None
+        self._reconcile_task: asyncio.Task[None] | None = None
+        self.journal: Journal = NoJournal()
+        self.reconciler: Reconciler | None = None
         self.port = settings.port
 
     @property
@@ -102,17 +113,25 @@ class Stack:
             await asyncio.to_thread(self.broker.start)
         if self.deps is None:
             self.deps = await build_deps(settings)
+        if settings.journal == "on" or (settings.journal == "auto" and self.broker is not None):
+            self.journal = SqliteJournal(journal_path(settings))
         # Load the embedding model now, not inside the first request or batch.
         await self.deps.embedder.embed(["memoryos warm-up"])
         bootstrap = self.broker_url.removeprefix("kafka://")
         if self.role == "service":
             self._kafka_sink = KafkaSink(bootstrap)
             await self._kafka_sink.start()
-            self.service = ResponseService(self.deps, self._kafka_sink)
+            self.service = ResponseService(self.deps, self._kafka_sink, self.journal)
         else:
             self.memory_app = create_app(settings, self.deps, self.broker_url)
-            self.service = ResponseService(self.deps, FaustSink(self.memory_app))
+            sink = FaustSink(self.memory_app)
+            self.service = ResponseService(self.deps, sink, self.journal)
             await self.memory_app.app.start()
+            self.reconciler = Reconciler(self.deps.repo, self.journal, sink.send)
+            await self.reconciler.start()
+            self._reconcile_task = asyncio.create_task(
+                self.reconciler.run_forever(settings.reconcile_interval_s)
+            )
             self.lag = LagProbe(bootstrap, settings.app_id, PIPELINE_TOPICS)
             await self.lag.start()
             self._lag_task = asyncio.create_task(self._export_lag())
@@ -198,10 +217,11 @@ class Stack:
             if self._server is not None:
                 self._server.should_exit = True
                 await self._bounded("http", self._server_task)
-            if self._lag_task is not None:
-                self._lag_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._lag_task
+            for task in (self._lag_task, self._reconcile_task):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             if self._kafka_sink is not None:
                 await self._bounded("producer", self._kafka_sink.stop())
             if self.lag is not None:
@@ -212,6 +232,7 @@ class Stack:
                 await self._bounded("worker", self.memory_app.app.stop(), 30)
             if self.deps is not None and self._owns_services:
                 await self._bounded("ports", close_deps(self.deps))
+            self.journal.close()
         finally:
             if self.broker is not None:
                 await asyncio.to_thread(self.broker.stop)

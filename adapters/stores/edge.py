@@ -202,7 +202,7 @@ class EdgeStore:
     async def scroll(
         self,
         collection: str,
-        user_id: str,
+        user_id: str | None,
         where: Filter | None = None,
         with_vectors: bool = False,
     ) -> list[Point]:

@@ -236,6 +236,8 @@ def test_round_trip_through_json() -> None:
         "n_visit": 1,
         "l_interaction": 1,
         "page_ids": ["p2"],
+        "transferred": [],
+        "persona_pending": False,
     }
 
 
@@ -247,3 +249,37 @@ def test_from_dict_of_nothing_is_empty() -> None:
 def test_from_dict_rejects_malformed_state() -> None:
     with pytest.raises(ValueError, match="segment stats"):
         MidTermState.from_dict({"segments": {"s1": {"segment_id": "s1"}}})
+
+
+def test_persona_jobs_carry_only_new_pages_and_wait_for_their_acknowledgement() -> None:
+    state = MidTermState()
+    for index in range(6):
+        state.add_page("s1", f"p{index}", now=10.0, created=index == 0)
+    params = HeatParams(mu=1e7)
+    [(segment, pages)] = state.take_persona_jobs(5.0, 10.0, params, max_pages=4)
+    assert (segment, pages) == ("s1", ["p0", "p1", "p2", "p3"])
+    # A job is out: no second one until the persona acknowledges it.
+    assert state.take_persona_jobs(5.0, 10.0, params, max_pages=4) == []
+    assert state.persona_applied("s1", pages) is True
+    assert state.segments["s1"].l_interaction == 2
+    assert state.segments["s1"].transferred == pages
+    # Acknowledged twice (a replay): nothing counted twice.
+    state.persona_applied("s1", pages)
+    assert state.segments["s1"].l_interaction == 2
+    assert state.persona_applied("gone", ["p9"]) is False
+
+
+def test_resume_allows_a_lost_job_to_be_sent_again() -> None:
+    state = MidTermState()
+    for index in range(6):
+        state.add_page("s1", f"p{index}", now=10.0, created=index == 0)
+    first = state.take_persona_jobs(5.0, 10.0, HeatParams(), max_pages=16)
+    state.resume()
+    assert state.take_persona_jobs(5.0, 10.0, HeatParams(), max_pages=16) == first
+
+
+def test_the_clock_never_moves_back() -> None:
+    state = MidTermState()
+    assert state.advance(100.0) == 100.0
+    assert state.advance(50.0) == 100.0  # an older page is applied at the latest time seen
+    assert state.advance(150.0) == 150.0

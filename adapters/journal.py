@@ -1,0 +1,125 @@
+"""The embedded stack's inbox: accepted turns on disk until their page is in the store.
+
+The embedded broker keeps every record in memory only, so a turn acknowledged to a client
+must first be on disk in something we own. SQLite in WAL mode with ``synchronous=FULL``:
+a committed append survives a crash of every process. The reconciler re-sends what has no
+page yet and deletes what has. With a real Kafka (``acks=all`` on replicated topics) the
+broker is the journal and ``NoJournal`` is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from memory.ids import page_id
+from schemas.codec import dumps
+from schemas.errors import JournalError
+from schemas.turn import TurnEvent
+
+
+@dataclass(frozen=True)
+class Entry:
+    seq: int
+    user_id: str
+    page_id: str
+    value: bytes
+
+
+class Journal(Protocol):
+    async def append(self, turns: Sequence[TurnEvent]) -> None: ...
+
+    async def pending(self, limit: int = 10_000) -> list[Entry]: ...
+
+    async def settle(self, seqs: Sequence[int]) -> None: ...
+
+    async def forget_user(self, user_id: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NoJournal:
+    """Kafka with acks=all is durable on its own."""
+
+    async def append(self, turns: Sequence[TurnEvent]) -> None:
+        return None
+
+    async def pending(self, limit: int = 10_000) -> list[Entry]:
+        return []
+
+    async def settle(self, seqs: Sequence[int]) -> None:
+        return None
+
+    async def forget_user(self, user_id: str) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS inbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL,
+    page_id TEXT NOT NULL,
+    value BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS inbox_user ON inbox (user_id);
+"""
+
+
+class SqliteJournal:
+    """One file, shared by the stack and `memoryos ingest` (SQLite locks across processes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+
+    async def append(self, turns: Sequence[TurnEvent]) -> None:
+        rows = [(t.user_id, page_id(t.user_id, t.turn_id), dumps(t)) for t in turns]
+        await self._run("INSERT INTO inbox (user_id, page_id, value) VALUES (?, ?, ?)", rows)
+
+    async def pending(self, limit: int = 10_000) -> list[Entry]:
+        def read() -> list[Entry]:
+            with self._lock:
+                cursor = self._db.execute(
+                    "SELECT seq, user_id, page_id, value FROM inbox ORDER BY seq LIMIT ?",
+                    (limit,),
+                )
+                return [Entry(int(s), str(u), str(p), bytes(v)) for s, u, p, v in cursor]
+
+        return await asyncio.to_thread(read)
+
+    async def settle(self, seqs: Sequence[int]) -> None:
+        await self._run("DELETE FROM inbox WHERE seq = ?", [(seq,) for seq in seqs])
+
+    async def forget_user(self, user_id: str) -> None:
+        await self._run("DELETE FROM inbox WHERE user_id = ?", [(user_id,)])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    async def _run(self, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
+        if not rows:
+            return
+
+        def write() -> None:
+            with self._lock:
+                try:
+                    with self._db:  # one transaction, committed (and fsynced) on exit
+                        self._db.executemany(sql, rows)
+                except sqlite3.Error as exc:
+                    raise JournalError(f"the turn journal {self.path} failed: {exc}") from exc
+
+        await asyncio.to_thread(write)

@@ -1,0 +1,166 @@
+"""MTM stage: segment assignment and heat bookkeeping, the one writer of a user's segments.
+
+Evicted pages, retrieval visits and persona acknowledgements reach it in one ordered stream per
+user, so a merge and an eviction can never interleave (two stages that both changed segments
+once let a merge re-save a segment the other had just evicted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping, Sequence
+from typing import Any
+
+from adapters.deps import Deps, Send
+from adapters.repository import HEAT_DOC, MTM
+from agents.runtime import BatchRunner
+from memory import ids
+from memory.mtm import MidTermState
+from memory.scoring import choose_segment
+from memory.segments import centroid_update, merge_keywords, merged_segment, new_segment
+from memory.text import keyword_set
+from schemas.codec import dumps
+from schemas.errors import InvalidEvent
+from schemas.records import (
+    EvictedPage,
+    ForgetUser,
+    MidTermInput,
+    Page,
+    PersonaApplied,
+    PersonaJob,
+    Resume,
+    RetrievalHit,
+)
+from schemas.topics import user_key
+
+CANDIDATE_SEGMENTS = 16  # nearest segments by cosine whose F is computed exactly
+PERSONA_PAGES_PER_JOB = 16  # bounds the persona prompt; a bigger backlog takes several jobs
+
+MidTermEvent = EvictedPage | RetrievalHit | PersonaApplied | Resume | ForgetUser
+
+
+class MidTermAgent:
+    stage = "mtm"
+
+    def __init__(
+        self,
+        deps: Deps,
+        states: MutableMapping[str, Any],
+        send_persona: Send,
+        runner: BatchRunner[MidTermInput],
+    ) -> None:
+        self.deps = deps
+        self.states = states
+        self.send_persona = send_persona
+        self.runner = runner
+
+    async def process(self, events: Sequence[Any]) -> None:
+        await self.runner.process(events, lambda item: self.apply(item.record.root))
+
+    async def apply(self, event: MidTermEvent) -> None:
+        if isinstance(event, ForgetUser):
+            await self.forget(event)
+            return
+        state = await self.state(event.user_id)
+        if isinstance(event, EvictedPage):
+            await self.place(state, event.page)
+            return
+        if isinstance(event, RetrievalHit):
+            changed = bool(state.record_visits(event.segment_ids, state.advance(event.at)))
+        elif isinstance(event, PersonaApplied):
+            changed = state.persona_applied(event.segment_id, event.page_ids)
+        else:
+            state.resume()
+            changed = True
+        if changed:
+            await self.settle(event.user_id, state)
+
+    async def place(self, state: MidTermState, page: Page) -> None:
+        """Put an evicted page into its best segment (F > theta) or a new one.
+
+        Write order: the segment, then the state (``settle``), then the page as MTM last.
+        Until that last write the page stays ``leaving``, and the reconciler hands it over
+        again; the state then already owns it, and only the last write is repeated.
+        """
+        deps = self.deps
+        if page.vector is None:
+            raise InvalidEvent(f"evicted page {page.page_id} carries no vector", field="page")
+        owner = state.owner_of(page.page_id)
+        if owner is None:
+            keywords = await self.assign(state, page)
+            await self.settle(page.user_id, state)
+            owner = state.owner_of(page.page_id)
+            page = page.model_copy(update={"keywords": keywords})
+        if owner is None:
+            await deps.repo.delete_pages([page.page_id])  # its segment was evicted at once
+        else:
+            await deps.repo.save_pages([page], MTM, owner)
+
+    async def assign(self, state: MidTermState, page: Page) -> list[str]:
+        """Choose or open the page's segment, save it, and count the page; its keywords."""
+        deps, settings = self.deps, self.deps.settings
+        assert page.vector is not None
+        topics = await deps.llm.topics(page.text)
+        keywords = merge_keywords([], [kw for topic in topics for kw in topic.keywords])
+        nearest = [
+            (score, stored)
+            for score, stored in await deps.repo.nearest_segments(
+                page.user_id, page.vector, CANDIDATE_SEGMENTS
+            )
+            if stored.segment.segment_id in state  # only live segments: no zombies
+        ]
+        chosen, _ = choose_segment(
+            [stored.candidate(score) for score, stored in nearest],
+            keyword_set(keywords),
+            settings.theta,
+        )
+        now = state.advance(page.timestamp.timestamp())
+        if chosen is None:
+            summary = " ".join(t.content for t in topics if t.content)
+            segment_id = ids.segment_id(page.user_id, page.page_id)
+            segment = new_segment(segment_id, page, summary, keywords, now)
+            vector, size = list(page.vector), 1
+        else:
+            match = next(stored for _, stored in nearest if stored.segment.segment_id == chosen)
+            summary = await deps.llm.segment_summary(match.segment.summary, page.text)
+            segment = merged_segment(match.segment, page, summary, keywords)
+            vector = centroid_update(match.vector, match.size, page.vector)
+            size = match.size + 1
+        if settings.segment_vector == "summary":
+            vector = (await deps.embedder.embed([segment.summary]))[0]
+        await deps.repo.save_segment(segment, vector, size)
+        state.add_page(segment.segment_id, page.page_id, now, chosen is None)
+        transition = "segment_created" if chosen is None else "segment_merged"
+        deps.metrics.transitions.labels(transition=transition).inc()
+        return keywords
+
+    async def settle(self, user_id: str, state: MidTermState) -> None:
+        """Evict over capacity, send persona jobs for hot segments, then save the state.
+
+        The evicted points go first and the state last: a crash in between replays the event
+        against the old state, which evicts the same segments again (heat is computed at event
+        time, so the choice repeats). A job lost in a crash is re-sent after ``Resume``.
+        """
+        deps, settings = self.deps, self.deps.settings
+        params, now = settings.heat_params, state.clock
+        evicted = state.evict_over_capacity(settings.mtm_capacity, now, params)
+        await deps.repo.delete_pages([page for stats in evicted for page in stats.page_ids])
+        await deps.repo.delete_segments([stats.segment_id for stats in evicted])
+        jobs = state.take_persona_jobs(settings.heat_tau, now, params, PERSONA_PAGES_PER_JOB)
+        data = state.to_dict()
+        await deps.repo.save_doc(user_id, HEAT_DOC, data)
+        self.states[user_id] = data
+        for segment_id, page_ids in jobs:
+            job = PersonaJob(user_id=user_id, segment_id=segment_id, page_ids=page_ids, at=now)
+            await self.send_persona(key=user_key(user_id), value=dumps(job))
+        deps.metrics.transitions.labels(transition="segment_evicted").inc(len(evicted))
+
+    async def forget(self, marker: ForgetUser) -> None:
+        self.states.pop(marker.user_id, None)
+        await self.deps.repo.purge_mid_term(marker.user_id)
+        await self.send_persona(key=user_key(marker.user_id), value=dumps(marker))
+
+    async def state(self, user_id: str) -> MidTermState:
+        cached = self.states.get(user_id)
+        if cached is None:
+            cached = await self.deps.repo.load_doc(user_id, HEAT_DOC)
+        return MidTermState.from_dict(cached)

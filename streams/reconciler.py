@@ -1,0 +1,96 @@
+"""Level-triggered recovery: derive from the store what each stage still owes, drive it again.
+
+The store is the source of truth and every stage is idempotent, so re-sending is always safe.
+Kubernetes controllers work this way: not "replay what was lost" but "look at what is, and
+ask again for what should be". It heals a crash of the embedded stack (whose broker forgets
+everything), a lost event, and work dead-lettered for a transient cause.
+
+What is owed, and to whom:
+- a journaled turn whose page is not stored -> the turn again, to the chain stage;
+- a page that left STM but is in no segment (``leaving``) -> the page again, to the MTM stage;
+- a DELETE whose marker has not passed the last stage -> the marker again;
+- at start, every user with mid-term state -> ``Resume``: a persona job may have been lost.
+
+At start everything owed is re-sent at once (the embedded broker is empty). While running, a
+pass re-sends only what was already owed at the previous pass: work in flight is left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from adapters.journal import Journal
+from adapters.repository import HEAT_DOC, MemoryRepository
+from schemas.codec import dumps
+from schemas.records import EvictedPage, ForgetUser, Resume
+from schemas.topics import MTM, TURNS, user_key
+
+log = logging.getLogger(__name__)
+Send = Callable[[str, bytes, bytes], Awaitable[None]]
+
+
+@dataclass
+class Owed:
+    turns: int = 0
+    settled: int = 0
+    leaving: int = 0
+    forgets: int = 0
+    resumed: int = 0
+
+
+@dataclass
+class Reconciler:
+    repo: MemoryRepository
+    journal: Journal
+    send: Send
+    _seen: set[str] = field(default_factory=set)
+
+    async def start(self) -> Owed:
+        """Everything owed, now: called once the stages run, before clients are served."""
+        owed = await self.run_pass(everything=True)
+        for user_id in await self.repo.users_with_doc(HEAT_DOC):
+            await self.send(MTM, user_key(user_id), dumps(Resume(user_id=user_id)))
+            owed.resumed += 1
+        log.info("reconciled at start: %s", owed)
+        return owed
+
+    async def run_pass(self, everything: bool = False) -> Owed:
+        owed, seen = Owed(), set[str]()
+
+        def due(key: str) -> bool:
+            seen.add(key)
+            return everything or key in self._seen
+
+        entries = await self.journal.pending()
+        stored = await self.repo.page_tiers([entry.page_id for entry in entries])
+        settled = [entry.seq for entry in entries if entry.page_id in stored]
+        await self.journal.settle(settled)
+        owed.settled = len(settled)
+        for entry in entries:
+            if entry.page_id not in stored and due(f"turn:{entry.seq}"):
+                await self.send(TURNS, user_key(entry.user_id), entry.value)
+                owed.turns += 1
+        for page in await self.repo.leaving_pages():
+            if due(f"page:{page.page_id}"):
+                await self.send(MTM, user_key(page.user_id), dumps(EvictedPage(page=page)))
+                owed.leaving += 1
+        for user_id, at in (await self.repo.open_tombstones()).items():
+            if due(f"forget:{user_id}:{at}"):
+                marker = ForgetUser(user_id=user_id, at=at)
+                await self.send(TURNS, user_key(user_id), dumps(marker))
+                owed.forgets += 1
+        self._seen = seen
+        return owed
+
+    async def run_forever(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                owed = await self.run_pass()
+                if owed.turns or owed.leaving or owed.forgets:
+                    log.warning("reconciler re-sent stuck work: %s", owed)
+            except Exception as exc:  # the next pass tries again; never kill the process
+                log.warning("reconciler pass failed: %r", exc)
