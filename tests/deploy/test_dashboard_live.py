@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -137,15 +138,22 @@ async def scraped(prometheus: LivePrometheus, expr: str) -> None:
     await eventually(present, 30, every_s=0.5)
 
 
+async def pages_stored(up: UpProcess, count: int) -> None:
+    """Wait until the user's memory holds ``count`` pages, short- and mid-term."""
+
+    async def stored() -> bool:
+        memory = await up.memory(USER)
+        pages = memory["short_term"] + [p for s in memory["mid_term"] for p in s["pages"]]
+        return len(pages) >= count
+
+    await eventually(stored, 120)
+
+
 async def ingest(up: UpProcess, fake: FakeOpenAI, prometheus: LivePrometheus) -> None:
     turns = [{"user_id": USER, "query": q, "response": r} for q, r in CHAT]
     assert (await post(up, "/turns", turns)).status_code == 202
     await produce_malformed(up)
-
-    async def segmented() -> bool:
-        return bool((await up.memory(USER))["mid_term"])
-
-    await eventually(segmented, 120)
+    await pages_stored(up, len(CHAT))
     await scraped(prometheus, "memoryos_dead_letters_total")
     await quiet(fake)
 
@@ -155,7 +163,8 @@ async def fail_llm_calls(up: UpProcess, fake: FakeOpenAI, prometheus: LivePromet
     # sees it only once it moves.
     for count in (1, 2):
         fake.inject(Fault.quota())
-        await post(up, f"/users/{USER}/respond", {"query": "Where am I going?"})
+        response = await post(up, f"/users/{USER}/respond", {"query": "Where am I going?"})
+        assert response.status_code == 503, response.text
         assert fake.calls("respond")[-1].fault == "status", "the fault missed the respond call"
         await scraped(prometheus, f'sum(memoryos_llm_requests_total{{outcome="error"}}) == {count}')
 
@@ -174,7 +183,8 @@ async def serve(up: UpProcess, fake: FakeOpenAI, prometheus: LivePrometheus) -> 
         await retrieve(up, query)
     response = await post(up, f"/users/{USER}/respond", {"query": "Where am I going?"})
     assert response.status_code == 200, response.text
-    await quiet(fake)  # the answer went back into the pipeline as a turn
+    await pages_stored(up, len(CHAT) + 1)  # the answer went back into the pipeline as a turn
+    await quiet(fake)
 
 
 async def exercise(up: UpProcess, fake: FakeOpenAI, prometheus: LivePrometheus) -> None:
@@ -187,12 +197,16 @@ async def exercise(up: UpProcess, fake: FakeOpenAI, prometheus: LivePrometheus) 
 # --- the test ---
 
 
-@pytest.fixture
-async def stack(tmp_path: Path, fake_openai: FakeOpenAI) -> Any:
-    up = UpProcess(tmp_path / "data", **openai_env(fake_openai))
+@asynccontextmanager
+async def running(
+    tmp_path: Path, fake: FakeOpenAI
+) -> AsyncIterator[tuple[UpProcess, LivePrometheus]]:
+    """`memoryos up` and a Prometheus scraping it, both ready."""
+    up = UpProcess(tmp_path / "data", **openai_env(fake))
     # `memoryos up` is a worker and the service in one process: scraped once, as `service`.
     prometheus = LivePrometheus(tmp_path / "prometheus", f"127.0.0.1:{up.port}", "service", [RULES])
-    prometheus.start()  # first: no binary, no stack started
+    # First, and not in a fixture: without the binary the test fails (not errors) at once.
+    prometheus.start()
     up.start()
     try:
         await prometheus.wait_ready()
@@ -232,21 +246,29 @@ async def dead_letters_shown(prometheus: LivePrometheus) -> float:
     return float(sample["value"][1])
 
 
-@pytest.mark.integration
-async def test_every_dashboard_and_alert_query_has_data(
-    stack: tuple[UpProcess, LivePrometheus], fake_openai: FakeOpenAI
-) -> None:
-    up, prometheus = stack
-    started = time.monotonic()
-    await exercise(up, fake_openai, prometheus)
-    # A rate window over the whole run, so every burst of activity is inside it.
-    window = f"{math.ceil(time.monotonic() - started) + 10}s"
+async def check_queries(prometheus: LivePrometheus, window: str) -> None:
     empty = await queries_without_data(prometheus, window)
     unexpected = sorted(set(empty) - set(ALLOWED_EMPTY))
     assert not unexpected, "no data for:\n" + "\n".join(f"{n}: {empty[n]}" for n in unexpected)
     stages = await prometheus.api("label/stage/values", **{"match[]": "memoryos_events_total"})
     assert "stm" in stages, "the $stage variable lists the stages"
     assert await dead_letters_shown(prometheus) >= 1
+
+
+async def check_alerts(prometheus: LivePrometheus) -> None:
     states = await eventually(lambda: dead_letters_alert_fired(prometheus), 30, every_s=0.5)
-    assert states["MemoryOSLLMFailureRate"] == "pending", "one of two respond calls failed"
+    assert states["MemoryOSLLMFailureRate"] == "pending", "two of three respond calls failed"
     assert states["MemoryOSTargetDown"] == "inactive"
+
+
+@pytest.mark.integration
+async def test_every_dashboard_and_alert_query_has_data(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    async with running(tmp_path, fake_openai) as (up, prometheus):
+        started = time.monotonic()
+        await exercise(up, fake_openai, prometheus)
+        # A rate window over the whole run, so every burst of activity is inside it.
+        window = f"{math.ceil(time.monotonic() - started) + 10}s"
+        await check_queries(prometheus, window)
+        await check_alerts(prometheus)
