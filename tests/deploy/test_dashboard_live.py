@@ -1,11 +1,11 @@
 """Every dashboard and alert query has data against a real Prometheus scraping `memoryos up`.
 
 The static checks (test_deploy_static.py) hold query names and labels against `Metrics`; this
-runs the queries. `memoryos up` (the LLM is the fake OpenAI server, the embedder the bundled
-MiniLM) ingests turns, retrieves, responds, dead-letters a malformed record and fails two LLM
-calls, while a Prometheus from Debian's `prometheus` package scrapes it and evaluates
-alerts.yml every second. Then each query must return a sample with a value, unless
-ALLOWED_EMPTY says why it may not.
+runs the queries. The test drives `memoryos up` (the LLM is the fake OpenAI server, the
+embedder the bundled MiniLM): it ingests turns, retrieves, responds, dead-letters a malformed
+record and fails two LLM calls, while a Prometheus from Debian's `prometheus` package scrapes
+it and evaluates alerts.yml every second. Then each query must return a sample with a value,
+unless ALLOWED_EMPTY says why it may not.
 """
 
 from __future__ import annotations
@@ -207,14 +207,15 @@ async def running(
     prometheus = LivePrometheus(tmp_path / "prometheus", f"127.0.0.1:{up.port}", "service", [RULES])
     # First, and not in a fixture: without the binary the test fails (not errors) at once.
     prometheus.start()
-    up.start()
     try:
+        up.start()
         await prometheus.wait_ready()
         await up.wait_ready()
         yield up, prometheus
     finally:
         prometheus.stop()
-        up.terminate()
+        if up.process is not None:
+            up.terminate()
 
 
 async def queries_without_data(prometheus: LivePrometheus, window: str) -> dict[str, str]:
