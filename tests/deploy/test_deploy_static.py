@@ -294,10 +294,14 @@ def test_alert_rules_use_exported_metrics() -> None:
 # --- Grafana ---
 
 
-@pytest.fixture(scope="module")
-def dashboard() -> dict[str, Any]:
+def load_dashboard() -> dict[str, Any]:
     data: dict[str, Any] = json.loads((DEPLOY / "grafana/dashboards/memoryos.json").read_text())
     return data
+
+
+@pytest.fixture(scope="module")
+def dashboard() -> dict[str, Any]:
+    return load_dashboard()
 
 
 def panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
