@@ -41,6 +41,8 @@ class ShortTermAgent:
     async def push(self, page: Page) -> None:
         user_id = page.user_id
         window = await self.window(user_id)
+        if window and page.seq <= window[-1].seq:
+            return  # a replay of a page the window has already moved past
         new_window, evicted = push_page(window, page, self.deps.settings.stm_capacity)
         if new_window == window:
             return  # already in the window: a replay

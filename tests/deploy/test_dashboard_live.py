@@ -21,10 +21,10 @@ from typing import Any
 import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
+from tests.support.fake_openai import FakeOpenAI, Fault
 
 from streams.app import TURNS
 from tests.deploy.test_deploy_static import DEPLOY, load_dashboard, load_yaml, panels
-from tests.support.fake_openai import FakeOpenAI, Fault
 from tests.support.prometheus import LivePrometheus
 from tests.support.stacks import UpProcess, eventually
 

@@ -1,0 +1,241 @@
+"""The stages with fakes: order per user, dead letters, forgetting, crashes and reconciling."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+import pytest
+
+from adapters.journal import SqliteJournal
+from adapters.ports import PAGES as PAGE_POINTS
+from adapters.ports import SEGMENTS
+from adapters.repository import LEAVING, MTM, STM
+from agents.runtime import MAX_RECORD_BYTES
+from schemas.codec import dumps
+from schemas.topics import DLQ, PAGES, PERSONA, TURNS, user_key
+from schemas.topics import MTM as MTM_TOPIC
+from schemas.turn import TurnEvent
+from service.response import ResponseService
+from streams.reconciler import Reconciler
+from tests.support.fakes import FakeLLM, Pipeline, gate, make_deps
+
+
+def turn(user: str, index: int, text: str = "") -> TurnEvent:
+    return TurnEvent(
+        user_id=user,
+        turn_id=f"t{index:03d}",
+        query=text or f"I like hiking trip number {index} in the mountains",
+        response=f"Noted, trip {index}.",
+        timestamp=datetime.fromtimestamp(1_700_000_000 + index * 60, UTC),
+    )
+
+
+@pytest.fixture
+async def pipeline() -> Pipeline:
+    return Pipeline(await make_deps())
+
+
+async def ingest(pipeline: Pipeline, user: str, count: int, start: int = 0) -> None:
+    for index in range(start, start + count):
+        await pipeline.send(TURNS, user_key(user), dumps(turn(user, index)))
+
+
+async def tiers(pipeline: Pipeline, user: str) -> dict[str, int]:
+    store = pipeline.deps.store
+    return {
+        tier: await store.count(PAGE_POINTS, user, {"tier": tier}) for tier in (STM, LEAVING, MTM)
+    }
+
+
+async def test_turns_flow_through_every_tier_in_order(pipeline: Pipeline) -> None:
+    await ingest(pipeline, "ann", 8)
+    await pipeline.drain()
+    window = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
+    assert [page.turn_id for page in window] == ["t005", "t006", "t007"]
+    assert await tiers(pipeline, "ann") == {STM: 3, LEAVING: 0, MTM: 5}
+    persona = await pipeline.deps.repo.load_persona("ann")
+    assert persona.user_knowledge, "a hot segment reached the persona"
+    assert not pipeline.dead_letters()
+
+
+async def test_replaying_every_topic_changes_nothing(pipeline: Pipeline) -> None:
+    await ingest(pipeline, "ann", 8)
+    await pipeline.drain()
+    before = await pipeline.deps.store.count(PAGE_POINTS, "ann")
+    for topic in (TURNS, PAGES, MTM_TOPIC, PERSONA):
+        pipeline.offsets[topic] = 0
+    await pipeline.drain()
+    assert await pipeline.deps.store.count(PAGE_POINTS, "ann") == before
+    assert await tiers(pipeline, "ann") == {STM: 3, LEAVING: 0, MTM: 5}
+
+
+async def test_a_failing_llm_is_retried_then_dead_lettered_and_later_turns_go_on(
+    pipeline: Pipeline,
+) -> None:
+    llm = pipeline.deps.llm
+    assert isinstance(llm, FakeLLM)
+    failures = iter([True, True])
+
+    async def flaky(task: str) -> None:
+        if task == "continuity" and next(failures, False):
+            raise OSError("llm down")
+
+    llm.hook = flaky
+    await ingest(pipeline, "ann", 2)
+    await pipeline.drain()
+    [dead] = pipeline.dead_letters()
+    assert dead.headers["error"] == b"exhausted"
+    assert dead.headers["attempts"] == b"2"
+    assert orjson.loads(dead.value)["turn_id"] == "t000"
+    assert [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")] == ["t001"]
+
+
+async def test_a_bug_is_dead_lettered_at_once(pipeline: Pipeline) -> None:
+    llm = pipeline.deps.llm
+    assert isinstance(llm, FakeLLM)
+
+    async def bug(task: str) -> None:
+        raise KeyError("oops")
+
+    llm.hook = bug
+    await ingest(pipeline, "ann", 1)
+    await pipeline.drain()
+    [dead] = pipeline.dead_letters()
+    assert (dead.headers["error"], dead.headers["attempts"]) == (b"bug", b"1")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        (b"ann", b"{not json", b"invalid"),
+        (b"bob", dumps(turn("ann", 1)), b"invalid"),  # key is not the user: no order
+        (None, dumps(turn("ann", 1)), b"invalid"),
+        (b"ann", b'{"pad": "' + b"x" * (MAX_RECORD_BYTES * 5) + b'"}', b"too_large"),
+    ],
+)
+async def test_bad_records_are_dead_lettered_with_a_reason_and_valid_ones_go_on(
+    pipeline: Pipeline, key: bytes | None, value: bytes, reason: bytes
+) -> None:
+    await pipeline.send(TURNS, key, value)  # type: ignore[arg-type]
+    await ingest(pipeline, "ann", 2, start=5)
+    await pipeline.drain()
+    [dead] = pipeline.dead_letters()
+    assert dead.headers["error"] == reason
+    if reason == b"too_large":
+        reference = orjson.loads(dead.value)  # the record itself is too big for the topic
+        assert (reference["topic"], reference["size"]) == (TURNS, len(value))
+    assert len(await pipeline.deps.repo.stm_pages("ann")) == 2
+
+
+async def service_for(pipeline: Pipeline, tmp_path: Path) -> ResponseService:
+    return ResponseService(pipeline.deps, pipeline, SqliteJournal(tmp_path / "journal.sqlite3"))
+
+
+@pytest.mark.parametrize("held", ["continuity", "topics", "summary", "user_knowledge"])
+async def test_delete_while_a_stage_waits_on_the_llm_forgets_for_good(
+    pipeline: Pipeline, tmp_path: Path, held: str
+) -> None:
+    service = await service_for(pipeline, tmp_path)
+    await service.add_turns([turn("ann", i) for i in range(8)])
+    llm = pipeline.deps.llm
+    assert isinstance(llm, FakeLLM)
+    release, wait = await gate()
+
+    async def hold(task: str) -> None:
+        if task == held:
+            await wait(task)
+
+    llm.hook = hold
+    running = asyncio.create_task(pipeline.drain())
+    while held not in llm.calls:
+        await asyncio.sleep(0.01)
+    await service.forget("ann")  # the stage is inside its LLM call now
+    release.set()
+    await running
+    await pipeline.drain()
+    assert await pipeline.deps.repo.count_user("ann") == dict.fromkeys(
+        ["short_term", "mid_term_pages", "segments", "user_knowledge", "agent_traits"], 0
+    )
+    assert await pipeline.deps.repo.load_doc("ann", "heat") is None
+    assert (await pipeline.deps.repo.load_persona("ann")).user_knowledge == []
+    assert not pipeline.tables["chain"] and not pipeline.tables["stm"]
+    # A turn after the DELETE is remembered, and carries nothing of the deleted chain.
+    llm.hook = None
+    await service.add_turns([turn("ann", 100, "A fresh start")])
+    await pipeline.drain()
+    [page] = await pipeline.deps.repo.stm_pages("ann")
+    assert page.turn_id == "t100" and page.chain.prev is None
+
+
+async def test_reads_show_nothing_until_the_marker_passed_every_stage(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    service = await service_for(pipeline, tmp_path)
+    await service.add_turns([turn("ann", i) for i in range(5)])
+    await pipeline.drain(until=PAGES)
+    await service.forget("ann")
+    await service.add_turns([turn("ann", 50)])
+    await pipeline.drain(until=TURNS)
+    assert (await service.get_memory("ann"))["short_term"] == []
+    await pipeline.drain()
+    memory = await service.get_memory("ann")
+    assert [page["turn_id"] for page in memory["short_term"]] == ["t050"]
+
+
+async def test_a_forged_forget_marker_is_refused(pipeline: Pipeline) -> None:
+    await ingest(pipeline, "ann", 3)
+    await pipeline.drain()
+    await pipeline.send(TURNS, b"ann", orjson.dumps({"kind": "forget", "user_id": "ann", "at": 1}))
+    await pipeline.drain()
+    [dead] = pipeline.dead_letters()
+    assert dead.headers["error"] == b"invalid"
+    assert len(await pipeline.deps.repo.stm_pages("ann")) == 3
+
+
+@pytest.mark.parametrize("crash_after", [TURNS, PAGES, MTM_TOPIC, None])
+async def test_a_crash_loses_no_acknowledged_turn(
+    pipeline: Pipeline, tmp_path: Path, crash_after: str | None
+) -> None:
+    service = await service_for(pipeline, tmp_path)
+    await service.add_turns([turn("ann", i) for i in range(10)])
+    await service.add_turns([turn("bob", i) for i in range(4)])
+    if crash_after is not None:
+        await pipeline.step(TURNS)
+        if crash_after != TURNS:
+            await pipeline.step(PAGES)
+        if crash_after == MTM_TOPIC:
+            await pipeline.step(MTM_TOPIC)
+    pipeline.crash()
+    reconciler = Reconciler(pipeline.deps.repo, service.journal, pipeline.send)
+    await reconciler.start()
+    await pipeline.drain()
+    await reconciler.run_pass(everything=True)  # settles the journal
+    await pipeline.drain()
+    for user, count in (("ann", 10), ("bob", 4)):
+        short = min(3, count)
+        assert await tiers(pipeline, user) == {STM: short, LEAVING: 0, MTM: count - short}
+        points = await pipeline.deps.store.scroll(PAGE_POINTS, user, {"tier": MTM})
+        segments = await pipeline.deps.store.scroll(SEGMENTS, user)
+        owners = [s.id for s in segments for p in points if p.id in s.payload["page_ids"]]
+        assert len(owners) == len(points), "every MTM page in exactly one segment"
+    assert await service.journal.pending() == []
+    assert not pipeline.dead_letters()
+
+
+async def test_merge_racing_eviction_leaves_no_zombie(tmp_path: Path) -> None:
+    pipeline = Pipeline(await make_deps(mtm_capacity=2, theta=0.0))
+    service = await service_for(pipeline, tmp_path)
+    await service.add_turns([turn("ann", i) for i in range(12)])
+    await pipeline.drain()
+    segments = await pipeline.deps.store.scroll(SEGMENTS, "ann")
+    state = await pipeline.deps.repo.load_doc("ann", "heat")
+    assert state is not None
+    assert {s.id for s in segments} == set(state["segments"])
+    assert len(segments) <= 2
+    points = await pipeline.deps.store.scroll(PAGE_POINTS, "ann", {"tier": MTM})
+    live = {p for s in segments for p in s.payload["page_ids"]}
+    assert {p.id for p in points} <= live
+    assert pipeline.topics[DLQ] == []
