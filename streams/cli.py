@@ -87,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--broker", help="kafka://host:port to check as well")
     doctor.set_defaults(handler=_lazy("streams.commands.doctor"))
 
+    dlq = sub.add_parser("dlq", help="list dead-lettered records, or send them back")
+    dlq.add_argument("action", choices=["list", "replay"], help="list them, or replay them")
+    dlq.add_argument("--reason", help="only this reason: invalid, permanent, bug, exhausted")
+    _stack_flags(dlq, http=False)
+    dlq.set_defaults(handler=_lazy("streams.commands.dlq"))
+
     evaluate = sub.add_parser("eval", help="evaluations")
     eval_sub = evaluate.add_subparsers(dest="dataset", required=True)
     locomo = eval_sub.add_parser("locomo", help="LoCoMo through the real pipeline")
