@@ -13,6 +13,8 @@ What is owed, and to whom:
 
 At start everything owed is re-sent at once (the embedded broker is empty). While running, a
 pass re-sends only what was already owed at the previous pass: work in flight is left alone.
+A forget marker goes first, followed again by every journaled turn of that user: turns
+acknowledged after the DELETE stay journaled until its marker has passed every stage.
 """
 
 from __future__ import annotations
@@ -65,6 +67,18 @@ class Reconciler:
             return everything or key in self._seen
 
         entries = await self.journal.pending()
+        forgetting = await self.repo.open_tombstones()
+        # A user being forgotten keeps every journaled turn until the marker has passed:
+        # a marker sent again purges what those turns wrote, so they must follow it again.
+        for user_id, at in forgetting.items():
+            if due(f"forget:{user_id}:{at}"):
+                await self.send(TURNS, user_key(user_id), dumps(ForgetUser(user_id=user_id, at=at)))
+                owed.forgets += 1
+                for entry in entries:
+                    if entry.user_id == user_id:
+                        await self.send(TURNS, user_key(user_id), entry.value)
+                        owed.turns += 1
+        entries = [entry for entry in entries if entry.user_id not in forgetting]
         stored = await self.repo.page_tiers([entry.page_id for entry in entries])
         settled = [entry.seq for entry in entries if entry.page_id in stored]
         await self.journal.settle(settled)
@@ -74,14 +88,9 @@ class Reconciler:
                 await self.send(TURNS, user_key(entry.user_id), entry.value)
                 owed.turns += 1
         for page in await self.repo.leaving_pages():
-            if due(f"page:{page.page_id}"):
+            if page.user_id not in forgetting and due(f"page:{page.page_id}"):
                 await self.send(MTM, user_key(page.user_id), dumps(EvictedPage(page=page)))
                 owed.leaving += 1
-        for user_id, at in (await self.repo.open_tombstones()).items():
-            if due(f"forget:{user_id}:{at}"):
-                marker = ForgetUser(user_id=user_id, at=at)
-                await self.send(TURNS, user_key(user_id), dumps(marker))
-                owed.forgets += 1
         self._seen = seen
         return owed
 

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
-from tests.support.fake_openai import FakeOpenAI, Fault
+from evaluation.fake_openai import FakeOpenAI, Fault
 
 from streams.app import TURNS
 from tests.deploy.test_deploy_static import DEPLOY, load_dashboard, load_yaml, panels
