@@ -9,7 +9,8 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from adapters.journal import SqliteJournal

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
-from evaluation.fake_openai import FakeOpenAI, Fault
 
-from streams.app import TURNS
+from evaluation.fake_openai import FakeOpenAI, Fault
+from schemas.topics import TURNS
 from tests.deploy.test_deploy_static import DEPLOY, load_dashboard, load_yaml, panels
 from tests.support.prometheus import LivePrometheus
 from tests.support.stacks import UpProcess, eventually
