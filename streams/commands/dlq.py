@@ -57,7 +57,7 @@ async def read_dead_letters(bootstrap: str, reason: str | None = None) -> list[D
         await consumer.seek_to_beginning(*partitions)
         ends = await consumer.end_offsets(partitions)
         letters: list[DeadLetter] = []
-        while any(await consumer.position(tp) < end for tp, end in ends.items()):
+        while await _behind(consumer, ends):
             batches = await consumer.getmany(*partitions, timeout_ms=1000)
             for tp, records in batches.items():
                 for record in records:
@@ -70,6 +70,13 @@ async def read_dead_letters(bootstrap: str, reason: str | None = None) -> list[D
         return [letter for letter in letters if reason is None or letter.reason == reason]
     finally:
         await consumer.stop()
+
+
+async def _behind(consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int]) -> bool:
+    for tp, end in ends.items():
+        if await consumer.position(tp) < end:
+            return True
+    return False
 
 
 async def replay(bootstrap: str, letters: list[DeadLetter]) -> tuple[int, int]:
