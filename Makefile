@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test check lint format typecheck run bench eval clean
+.PHONY: install test check lint format typecheck imports run bench eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ install: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest -q
 
-check: $(STAMP) lint typecheck
+check: $(STAMP) lint typecheck imports
 	$(BIN)/pytest -q -m "not integration"
 
 lint:
@@ -35,6 +35,9 @@ format:
 
 typecheck:
 	$(BIN)/mypy
+
+imports:
+	$(BIN)/lint-imports
 
 run: $(STAMP)
 	$(BIN)/memoryos up --demo

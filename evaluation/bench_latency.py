@@ -105,13 +105,13 @@ async def measure_latency(
         after = MetricsSnapshot(deps)
         result.background = {
             "heat_events": delta(
-                after, before, "memoryos_events_total", stage="heat", outcome="ok"
+                after, before, "memoryos_events_total", stage="mtm", outcome="ok"
             ),
             "persona_updates": delta(
                 after, before, "memoryos_memory_transitions_total", transition="persona_update"
             ),
             "heat_busy_s": delta(
-                after, before, "memoryos_stage_duration_seconds_sum", stage="heat"
+                after, before, "memoryos_stage_duration_seconds_sum", stage="mtm"
             ),
             "persona_busy_s": delta(
                 after, before, "memoryos_stage_duration_seconds_sum", stage="persona"

@@ -1,0 +1,111 @@
+"""SIGKILL of the whole embedded stack (process, broker and all) while turns are in flight.
+
+The embedded broker keeps nothing on disk; the journal and the reconciler must make every
+acknowledged turn end in memory exactly once after a restart on the same data dir.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from evaluation.fake_openai import FakeOpenAI
+from tests.support.stacks import UpProcess, eventually, make_turns
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
+
+USERS = ("crash-a", "crash-b", "crash-c")
+PER_USER = 70  # 210 turns in all
+STM_CAPACITY = 7
+
+
+def up_env(server: FakeOpenAI) -> dict[str, str]:
+    """The embedded default with a slow OpenAI-compatible fake, to hold work in flight."""
+    return {
+        "MEMORYOS_LLM": "openai",
+        "MEMORYOS_EMBEDDER": "openai",
+        "MEMORYOS_OPENAI_BASE_URL": server.base_url,
+        "MEMORYOS_OPENAI_API_KEY": "test-key",
+        "MEMORYOS_LLM_MODEL": "fake-model",
+        "MEMORYOS_EMBEDDING_MODEL": "fake-embedding",
+        "MEMORYOS_RECONCILE_INTERVAL_S": "5",
+    }
+
+
+def kill_everything(up: UpProcess) -> None:
+    """SIGKILL to memoryos up and every process it started (the broker has its own session)."""
+    assert up.process is not None
+    family = [psutil.Process(up.process.pid), *psutil.Process(up.process.pid).children(True)]
+    os.killpg(up.process.pid, signal.SIGKILL)
+    for process in family:
+        try:
+            process.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    up.process.wait(timeout=10)
+    psutil.wait_procs(family, timeout=10)
+
+
+async def post_turns(up: UpProcess, batch: list[dict[str, Any]]) -> None:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{up.url}/v1/turns", json=batch, timeout=60)
+        assert response.status_code == 202, response.text
+        assert response.json()["accepted"] == len(batch)
+
+
+def summary(memory: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    """(STM turn ids, MTM turn ids, every turn id listed) of one memory document."""
+    short = [p["turn_id"] for p in memory["short_term"]]
+    mid = [p["turn_id"] for s in memory["mid_term"] for p in s["pages"]]
+    return short, mid, short + mid
+
+
+@pytest.mark.slow
+async def test_sigkill_of_the_whole_stack_loses_no_acknowledged_turn(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    turns = {user: make_turns(user, [(f"{user} asks about topic {i % 5} detail {i}",
+                                       f"answer {i}") for i in range(PER_USER)])
+             for user in USERS}  # fmt: skip
+    with FakeOpenAI(latency_s=0.02) as server:
+        up = UpProcess(data, **up_env(server))
+        up.start()
+        await up.wait_ready()
+        # Kill 1: right after the first half is acknowledged, with most of it in flight.
+        half = PER_USER // 2
+        await post_turns(up, [t.model_dump(mode="json") for u in USERS for t in turns[u][:half]])
+        await asyncio.sleep(0.3)
+        kill_everything(up)
+
+        up = UpProcess(data, **up_env(server))
+        up.start()
+        await up.wait_ready()
+        # Kill 2: the rest acknowledged while the recovered work still runs.
+        await post_turns(up, [t.model_dump(mode="json") for u in USERS for t in turns[u][half:]])
+        await asyncio.sleep(1.0)
+        kill_everything(up)
+
+        up = UpProcess(data, **up_env(server))
+        up.start()
+        try:
+            await up.wait_ready()
+            for user in USERS:
+
+                async def complete(user: str = user) -> Any:
+                    memory = await up.memory(user)
+                    return memory if len(summary(memory)[2]) >= PER_USER else None
+
+                memory = await eventually(complete, 240, every_s=1.0)
+                short, mid, every = summary(memory)
+                expected = sorted(t.turn_id for t in turns[user])
+                assert sorted(every) == expected, "every acknowledged turn exactly once"
+                assert short == expected[-STM_CAPACITY:], "STM holds the newest 7 pages"
+                assert len(mid) == len(set(mid)) == PER_USER - STM_CAPACITY
+        finally:
+            up.terminate()
