@@ -104,15 +104,11 @@ async def measure_latency(
         await _time_calls(service, topics, rng, retrieves, responds, result)
         after = MetricsSnapshot(deps)
         result.background = {
-            "heat_events": delta(
-                after, before, "memoryos_events_total", stage="mtm", outcome="ok"
-            ),
+            "heat_events": delta(after, before, "memoryos_events_total", stage="mtm", outcome="ok"),
             "persona_updates": delta(
                 after, before, "memoryos_memory_transitions_total", transition="persona_update"
             ),
-            "heat_busy_s": delta(
-                after, before, "memoryos_stage_duration_seconds_sum", stage="mtm"
-            ),
+            "heat_busy_s": delta(after, before, "memoryos_stage_duration_seconds_sum", stage="mtm"),
             "persona_busy_s": delta(
                 after, before, "memoryos_stage_duration_seconds_sum", stage="persona"
             ),

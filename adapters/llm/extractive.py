@@ -6,7 +6,6 @@ the offline backend can stand in for a model in tests, demos and replays.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -14,19 +13,27 @@ from functools import lru_cache
 
 import yake
 
-from memory.text import tokenize
+from memory.scoring import jaccard
+from memory.text import STOPWORDS, tokenize
 
-_STOPWORDS_TEXT = """
-    a about above after again all also am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i i'm i've i'd i'll if in
-    into is it it's its itself just let's me more most my myself no nor not now of off on once
-    only or other our ours ourselves out over own same she should so some such than that that's
-    the their theirs them themselves then there these they this those through to too under until
-    up very was we we're were what when where which while who whom why will with would you
-    you're your yours yourself yourselves yes ok okay oh well really sure thanks thank please
-user assistant ai"""
-STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+# Words of chat filler and speaker labels that retrieval keeps but a summary should not pick
+# as content; the stop words themselves are retrieval's (memory.text), one list for both.
+FILLER = frozenset(
+    [
+        "well",
+        "really",
+        "sure",
+        "thanks",
+        "thank",
+        "please",
+        "user",
+        "assistant",
+        "ai",
+        "i'm",
+        "i've",
+    ]
+)
+IGNORED = STOPWORDS | FILLER
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -36,24 +43,12 @@ MAX_SENTENCE_CHARS = 240
 
 
 def tokens(text: str) -> set[str]:
-    """Content words, lower-cased and stemmed, stopwords removed.
+    """Content words: retrieval's tokenizer (memory.text), chat filler removed.
 
-    The same tokenizer as retrieval's keywords (memory.text), so "dog's name" meets
-    "a dog named Miso" here as it does there.
+    The same tokenizer as retrieval's keywords, so "dog's name" meets "a dog named Miso" here
+    as it does there.
     """
-    return {word for word in tokenize(text) if word not in STOPWORDS}
-
-
-def jaccard(left: set[str], right: set[str]) -> float:
-    if not left or not right:
-        return 0.0
-    return len(left & right) / len(left | right)
-
-
-def cosine(left: Sequence[float], right: Sequence[float]) -> float:
-    dot = sum(a * b for a, b in zip(left, right, strict=False))
-    norm = math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right))
-    return dot / norm if norm else 0.0
+    return {word for word in tokenize(text) if word not in FILLER}
 
 
 @dataclass(frozen=True)
@@ -122,11 +117,11 @@ def _extractor() -> yake.KeywordExtractor:
 def keywords(text: str, limit: int = 5) -> list[str]:
     """YAKE keywords; the most frequent content words when YAKE finds none."""
     found = [str(phrase) for phrase, _ in _extractor().extract_keywords(text)] if text else []
-    found = [phrase for phrase in found if phrase.lower() not in STOPWORDS]
+    found = [phrase for phrase in found if phrase.lower() not in IGNORED]
     if not found:
         counts: dict[str, int] = {}
         for word in _WORD.findall(text.lower()):
-            if word not in STOPWORDS:
+            if word not in IGNORED:
                 counts[word] = counts.get(word, 0) + 1
         found = sorted(counts, key=lambda word: (-counts[word], word))
     return list(dict.fromkeys(found))[:limit]

@@ -13,9 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from adapters.llm.extractive import (
     Line,
-    cosine,
     dialogue_lines,
-    jaccard,
     keywords,
     sentences,
     speech,
@@ -25,6 +23,7 @@ from adapters.llm.extractive import (
 from adapters.llm.offline_traits import detect_traits, merge_traits
 from adapters.ports import Answer, Embedder, PromptMemory, Topic
 from memory.chain import ContinuityVerdict
+from memory.scoring import cosine, jaccard
 from schemas.records import Page, Trait
 
 log = logging.getLogger(__name__)

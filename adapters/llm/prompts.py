@@ -222,64 +222,6 @@ def agent_traits(dialogue: str) -> Prompt:
     return system, user
 
 
-def response(
-    *,
-    query: str,
-    history: str,
-    retrieval: str,
-    background: str,
-    assistant_knowledge: str,
-    speaker_a: str = "User",
-    speaker_b: str = "Assistant",
-    qa_style: bool = False,
-) -> Prompt:
-    """The appendix's response prompt.
-
-    With ``qa_style`` it keeps the paper's LoCoMo question-answering instructions (extremely
-    concise, dates as '17 July 2025'); without it those are left out, because a service
-    answering customers should not reply in three-word fragments.
-    """
-    system = (
-        f"{TASK_MARKERS['respond']} {speaker_b} in a conversation with the user who is "
-        f"playing {speaker_a}.\n"
-        f"Here are some of your character traits and knowledge:\n{assistant_knowledge}\n"
-        f"Any content referring to 'User' in the prompt refers to {speaker_a}'s content, and "
-        f"any content referring to 'AI' or 'assistant' refers to {speaker_b}'s content."
-    )
-    if qa_style:
-        system += (
-            f"\nYour task is to answer questions about {speaker_a} or {speaker_b} in an "
-            "extremely concise manner.\n"
-            "When the question is: 'What did the charity race raise awareness for?', you should "
-            "not answer in the form of: 'The charity race raised awareness for mental health.' "
-            "Instead, it should be: 'mental health', as this is more concise."
-        )
-    user = (
-        f"<CONTEXT>\nRecent conversation between {speaker_a} and {speaker_b}:\n{history}\n"
-        f"<MEMORY>\nRelevant past conversations:\n{retrieval}\n"
-        f"<CHARACTER TRAITS>\nCharacteristics of {speaker_a}:\n{background}\n"
-        f"The question is: {query}\n"
-    )
-    if qa_style:
-        user += (
-            f"Your task is to answer questions about {speaker_a} or {speaker_b} in an extremely "
-            "concise manner.\n"
-            "Please only provide the content of the answer, without including 'answer:'\n"
-            "For questions that require answering a date or time, strictly follow the format "
-            "'17 July 2025' and provide a specific date whenever possible. For example, if you "
-            "need to answer 'last year,' give the specific year of last year rather than just "
-            "saying 'last year.' Only provide one year, date, or time, without any extra "
-            "responses.\n"
-            "If the question is about the duration, answer in the form of several years, "
-            "months, or days.\n"
-            "Generate answers primarily composed of concrete entities, such as Mentoring "
-            "program, school speech, etc."
-        )
-    else:
-        user += "Answer as the assistant, using the memory above where it is relevant."
-    return system, user
-
-
 def repair(task_format: str, problem: str) -> str:
     """The follow-up message after a reply that could not be parsed."""
     return (

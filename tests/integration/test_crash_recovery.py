@@ -7,6 +7,7 @@ acknowledged turn end in memory exactly once after a restart on the same data di
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -45,10 +46,8 @@ def kill_everything(up: UpProcess) -> None:
     family = [psutil.Process(up.process.pid), *psutil.Process(up.process.pid).children(True)]
     os.killpg(up.process.pid, signal.SIGKILL)
     for process in family:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             process.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
     up.process.wait(timeout=10)
     psutil.wait_procs(family, timeout=10)
 

@@ -9,7 +9,8 @@ import sys
 def test_the_response_service_loads_neither_faust_nor_the_agents() -> None:
     probe = (
         "import sys, service.response, service.http, service.mcp\n"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('faust', 'agents', 'mode'))\n"
+        "worker = ('faust', 'mode', 'agents')\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in worker)\n"
         "print(','.join(loaded))\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
