@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol, TextIO
@@ -43,7 +43,8 @@ class Step:
 class Steps:
     """Bookkeeping shared by every reporter: the current step and the finished ones."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock  # a test's clock makes rates and times left exact
         self.finished: list[Step] = []
         self.name: str | None = None
         self.total: float | None = None
@@ -55,7 +56,7 @@ class Steps:
     def phase(self, name: str, total: float | None = None, unit: str = "") -> None:
         self.end_step()
         self.name, self.total, self.unit = name, total, unit
-        self.done, self.text, self.started = 0.0, "", time.monotonic()
+        self.done, self.text, self.started = 0.0, "", self.clock()
         self.on_start()
 
     def advance(self, amount: float = 1) -> None:
@@ -73,13 +74,13 @@ class Steps:
     def end_step(self) -> None:
         if self.name is None:
             return
-        step = Step(self.name, time.monotonic() - self.started, self.done, self.unit)
+        step = Step(self.name, self.clock() - self.started, self.done, self.unit)
         self.finished.append(step)
         self.name = None
         self.on_finish(step)
 
     def rate(self) -> float:
-        elapsed = time.monotonic() - self.started
+        elapsed = self.clock() - self.started
         return self.done / elapsed if elapsed > 0 else 0.0
 
     # What a reporter shows; the bookkeeping above is the same for all of them.
@@ -115,22 +116,27 @@ class LineProgress(Steps):
     """
 
     def __init__(
-        self, command: str, stream: TextIO, quiet: bool = False, every_s: float = PLAIN_EVERY_S
+        self,
+        command: str,
+        stream: TextIO,
+        quiet: bool = False,
+        every_s: float = PLAIN_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__()
+        super().__init__(clock)
         self.command, self.stream, self.quiet, self.every_s = command, stream, quiet, every_s
         self.last_line = 0.0
 
     def on_start(self) -> None:
-        self.last_line = time.monotonic()
+        self.last_line = self.clock()
         if not self.quiet:
             size = f" ({amount(self.total, self.unit)})" if self.total is not None else ""
             self.say(f"started{size}")
 
     def on_advance(self) -> None:
-        if self.quiet or time.monotonic() - self.last_line < self.every_s:
+        if self.quiet or self.clock() - self.last_line < self.every_s:
             return
-        self.last_line = time.monotonic()
+        self.last_line = self.clock()
         parts = [amount(self.done, self.unit)]
         if self.total:
             parts[0] += f" of {amount(self.total, self.unit)} ({self.done / self.total:.0%})"

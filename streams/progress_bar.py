@@ -22,8 +22,8 @@ class CountColumn(ProgressColumn):
         if not unit:
             return Text("")
         shown = amount(task.completed, unit)
-        if task.total is not None:
-            shown += f"/{amount(task.total, unit)}"
+        if task.total is not None:  # "3/40 turns", "1.2 MB/8.4 MB": the unit once
+            shown = shown.removesuffix(f" {unit}") + f"/{amount(task.total, unit)}"
         if task.speed and not task.finished:
             shown += f"  {amount(task.speed, unit)}/s"
         return Text(shown)
@@ -71,9 +71,10 @@ class BarProgress(Steps):
     def on_finish(self, step: Step) -> None:
         if self.task is None:
             return
-        # A step of unknown size is full once it ends; a bar left half-way would look failed.
-        whole = step.done if step.done else 1
-        self.bar.update(self.task, total=whole, completed=whole, detail=self.text)
+        if self.total is None:  # a step of unknown size is whole once it ends
+            whole = step.done or 1
+            self.bar.update(self.task, total=whole, completed=whole)
+        self.bar.update(self.task, detail=self.text)  # one cut short keeps its partial bar
         self.bar.stop_task(self.task)
         self.task = None
 
