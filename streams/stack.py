@@ -18,6 +18,7 @@ from streams.app import PIPELINE_TOPICS, MemoryApp, create_app
 from streams.broker import EmbeddedBroker
 from streams.errors import ConfigError
 from streams.lag import LagProbe
+from streams.progress import NO_PROGRESS, Progress
 from streams.services import build_services, close_services
 from streams.settings import Settings
 
@@ -93,17 +94,21 @@ class Stack:
         assert self.broker is not None
         return self.broker.url
 
-    async def start(self) -> None:
+    async def start(self, steps: Progress = NO_PROGRESS) -> None:
+        """``steps`` hears of each start-up step (broker, model, worker or producer, http)."""
         settings = self.settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         if not settings.broker_url:
+            steps.phase("broker")
             self.broker = EmbeddedBroker(settings.broker_port, settings.data_dir / "broker.log")
             await asyncio.to_thread(self.broker.start)
+        steps.phase("model")
         if self.services is None:
             self.services = await build_services(settings)
         # Load the embedding model now, not inside the first request or batch.
         await self.services.embedder.embed(["memoryos warm-up"])
         bootstrap = self.broker_url.removeprefix("kafka://")
+        steps.phase("producer" if self.role == "service" else "worker")
         if self.role == "service":
             self._kafka_sink = KafkaSink(bootstrap)
             await self._kafka_sink.start()
@@ -116,6 +121,7 @@ class Stack:
             await self.lag.start()
             self._lag_task = asyncio.create_task(self._export_lag())
         if self.serve_http:
+            steps.phase("http")
             await self._start_http()
         log.info(
             "memoryos is up: broker %s, http %s:%s, llm %s, store %s",
