@@ -1,4 +1,4 @@
-"""The `memoryos` command: up, worker, serve, ingest, inspect, doctor, eval, bench, mcp.
+"""The `memoryos` command line: one subcommand per task a user has.
 
 Each subcommand builds Settings once (flags override the environment) and hands them down.
 """
@@ -10,6 +10,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,84 @@ def _lazy(module: str, function: str = "main") -> Handler:
     return run
 
 
+# One line per command: the command list of `memoryos --help`, the first line of the command's
+# own --help, and (a test checks) the README's Commands table.
+HELP = {
+    "up": "start broker, pipeline and HTTP API on this machine",
+    "ingest": "load chat history from a JSONL file into memory",
+    "inspect": "show what the memory holds about one user",
+    "doctor": "check that the LLM, embedder, store and broker answer",
+    "eval": "measure retrieval quality on a dataset",
+    "eval locomo": "evidence recall on LoCoMo through the pipeline, beside BM25 and dense",
+    "bench": "measure ingest throughput and retrieve/respond latency",
+    "worker": "run only the pipeline workers (production; needs --broker)",
+    "serve": "run only the HTTP API, stateless (production; needs --broker)",
+    "mcp": "serve the memory to MCP clients over stdio or HTTP",
+}
+
+EXAMPLE_TURN = (
+    '{"user_id": "alice", "turn_id": "t1", "query": "I moved to Lyon.", '
+    '"response": "Nice!", "timestamp": "2024-03-01T09:00:00Z"}'
+)
+
+DESCRIPTION = """\
+MemoryOS Streams: long-term memory for chat agents.
+
+Start the memory, feed it conversations, see what it keeps:
+  memoryos up                         start it all on this machine (broker, pipeline, HTTP API)
+  memoryos up --demo                  the same, then load a sample conversation and show it
+  memoryos ingest chats.jsonl --wait  load chat history from a file; wait until it is in memory
+  memoryos inspect alice              show what the memory holds about a user
+  memoryos doctor                     check that the LLM, embedder, store and broker answer
+  memoryos eval locomo | bench        measure recall, throughput and latency
+
+Settings come from MEMORYOS_* environment variables (see the README); flags override them.
+Run `memoryos COMMAND --help` for a command's options and examples.
+"""
+
+INGEST_EPILOG = f"""\
+Each line of FILE is one turn, a JSON object such as
+{EXAMPLE_TURN}
+Optional fields: "assistant_id", "channel", "meta" (any JSON object); a time without a zone
+is UTC. The JSON schema is schemas/turn.schema.json. A turn id sent before is a no-op.
+
+examples:
+  memoryos ingest chats.jsonl                 send, then report sent/acknowledged/invalid
+  memoryos ingest chats.jsonl --wait          ...and wait until memory holds every turn
+  memoryos ingest chats.jsonl --quiet > log   plain lines, no bar
+
+Progress goes to stderr (a bar on a terminal, plain lines otherwise). The summary goes to
+stdout, one fact per line: "sent N turns ...", "acknowledged N of N turns by the broker",
+"invalid N of N lines", with --wait "placed N of N turns ...". The first invalid lines are
+shown on stderr as FILE:LINE: reason. Exit status 0 when every line was sent, acknowledged
+(and placed, with --wait); 1 otherwise; 2 when the file or the broker is missing.
+"""
+
+UP_EPILOG = """\
+examples:
+  memoryos up                               broker on :9092, HTTP on 127.0.0.1:8080
+  memoryos up --demo                        ...and load and show a sample conversation
+  memoryos up --broker kafka://kafka:9092   use an existing Kafka instead of the embedded one
+
+Shows each start-up step (broker, model, worker, http) and the time it took, then the URLs
+to try. Ctrl-C stops, after finishing the work in flight.
+"""
+
+EVAL_EPILOG = """\
+example:
+  memoryos eval locomo locomo10.json --out results/locomo --samples conv-26
+
+Writes OUT/retrieval.jsonl, OUT/summary.md and OUT/summary.json.
+"""
+
+BENCH_EPILOG = """\
+example:
+  memoryos bench --quick --out results/bench
+
+Writes OUT/bench.json, bench.md, samples.json and two PNG plots; prints the tables.
+"""
+
+
 def _stack_flags(parser: argparse.ArgumentParser, http: bool = True) -> None:
     parser.add_argument("--data-dir", type=Path, help="data folder (default ./.memoryos)")
     parser.add_argument("--broker", help="kafka://host:port of an existing Kafka")
@@ -53,56 +132,118 @@ def _stack_flags(parser: argparse.ArgumentParser, http: bool = True) -> None:
         parser.add_argument("--port", type=int, help="HTTP port (default 8080)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memoryos", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _quiet_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bar: one plain line per step"
+    )
 
-    up = sub.add_parser("up", help="embedded stack: broker + worker + HTTP in one process")
+
+def _version() -> str:
+    try:
+        return version("memoryos-streams")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _command(
+    sub: Any, name: str, help_text: str, epilog: str | None = None
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help starts with the same line the command list shows."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=help_text,
+        description=help_text[0].upper() + help_text[1:] + ".",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memoryos",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"memoryos {_version()}",
+        help="print the version and exit",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
+
+    up = _command(sub, "up", HELP["up"], UP_EPILOG)
     _stack_flags(up)
-    up.add_argument("--demo", action="store_true", help="ingest the bundled sample and print it")
+    up.add_argument(
+        "--demo", action="store_true", help="then load a sample conversation and show its memory"
+    )
+    _quiet_flag(up)
     up.set_defaults(handler=_lazy("streams.commands.up"))
 
-    worker = sub.add_parser("worker", help="a pipeline worker (production; needs --broker)")
-    _stack_flags(worker)
-    worker.set_defaults(handler=_lazy("streams.commands.up", "worker"))
-
-    serve = sub.add_parser("serve", help="a stateless response-service replica (production)")
-    _stack_flags(serve)
-    serve.set_defaults(handler=_lazy("streams.commands.up", "serve"))
-
-    ingest = sub.add_parser("ingest", help="send turn events from a JSONL file to memoryos.turns")
-    ingest.add_argument("file", type=Path)
-    ingest.add_argument("--broker", help="kafka://host:port (default: the embedded broker port)")
+    ingest = _command(sub, "ingest", HELP["ingest"], INGEST_EPILOG)
+    ingest.add_argument(
+        "file", type=Path, metavar="FILE", help="a JSONL file, one turn per line (format below)"
+    )
+    ingest.add_argument("--broker", help="kafka://host:port (default: the embedded broker's port)")
+    ingest.add_argument(
+        "--wait", action="store_true", help="then wait until every sent turn is placed in memory"
+    )
+    ingest.add_argument(
+        "--wait-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="stop waiting when no turn was placed for this long (default 300)",
+    )
+    ingest.add_argument(
+        "--url", help="the memory service --wait reads from (default http://HOST:PORT of settings)"
+    )
+    _quiet_flag(ingest)
     ingest.set_defaults(handler=_lazy("streams.commands.ingest"))
 
-    inspect = sub.add_parser("inspect", help="show one user's memory")
-    inspect.add_argument("user")
-    inspect.add_argument("--url", default="http://127.0.0.1:8080", help="service URL")
-    inspect.add_argument("--json", action="store_true", help="print the JSON document")
+    inspect = _command(sub, "inspect", HELP["inspect"])
+    inspect.add_argument("user", help="the user id, as in the turns' user_id")
+    inspect.add_argument("--url", default="http://127.0.0.1:8080", help="the memory service")
+    inspect.add_argument("--json", action="store_true", help="print the JSON document instead")
     inspect.set_defaults(handler=_lazy("streams.commands.inspect"))
 
-    doctor = sub.add_parser("doctor", help="check every configured backend live")
-    doctor.add_argument("--json", action="store_true")
+    doctor = _command(sub, "doctor", HELP["doctor"])
+    doctor.add_argument("--json", action="store_true", help="print the results as JSON")
     doctor.add_argument("--broker", help="kafka://host:port to check as well")
     doctor.set_defaults(handler=_lazy("streams.commands.doctor"))
 
-    evaluate = sub.add_parser("eval", help="evaluations")
-    eval_sub = evaluate.add_subparsers(dest="dataset", required=True)
-    locomo = eval_sub.add_parser("locomo", help="LoCoMo through the real pipeline")
+    evaluate = _command(sub, "eval", HELP["eval"])
+    eval_sub = evaluate.add_subparsers(dest="dataset", required=True, metavar="DATASET")
+    locomo = _command(eval_sub, "locomo", HELP["eval locomo"], EVAL_EPILOG)
     locomo.add_argument("data", type=Path, help="a LoCoMo-format JSON file")
-    locomo.add_argument("--out", type=Path, required=True)
-    locomo.add_argument("--k", type=int, default=10)
-    locomo.add_argument("--samples", help="comma-separated sample ids")
-    locomo.set_defaults(handler=_lazy("streams.evaluation.locomo"))
+    locomo.add_argument("--out", type=Path, required=True, help="folder for the results")
+    locomo.add_argument("--k", type=int, default=10, help="mid-term pages retrieved (default 10)")
+    locomo.add_argument("--samples", help="comma-separated sample ids (default: all)")
+    _quiet_flag(locomo)
+    locomo.set_defaults(handler=_lazy("streams.commands.evaluate", "locomo"))
 
-    bench = sub.add_parser("bench", help="throughput and latency, side by side")
-    bench.add_argument("--out", type=Path, required=True)
-    bench.add_argument("--quick", action="store_true")
-    bench.set_defaults(handler=_lazy("streams.evaluation.bench"))
+    bench = _command(sub, "bench", HELP["bench"], BENCH_EPILOG)
+    bench.add_argument("--out", type=Path, required=True, help="folder for the results")
+    bench.add_argument("--quick", action="store_true", help="smaller sizes: minutes, not an hour")
+    _quiet_flag(bench)
+    bench.set_defaults(handler=_lazy("streams.commands.evaluate", "bench"))
 
-    mcp = sub.add_parser("mcp", help="MCP server over the memory service")
-    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    worker = _command(sub, "worker", HELP["worker"])
+    _stack_flags(worker)
+    _quiet_flag(worker)
+    worker.set_defaults(handler=_lazy("streams.commands.up", "worker"))
+
+    serve = _command(sub, "serve", HELP["serve"])
+    _stack_flags(serve)
+    _quiet_flag(serve)
+    serve.set_defaults(handler=_lazy("streams.commands.up", "serve"))
+
+    mcp = _command(sub, "mcp", HELP["mcp"])
+    mcp.add_argument(
+        "--transport", choices=["stdio", "http"], default="stdio", help="how clients connect"
+    )
     mcp.add_argument("--url", default="http://127.0.0.1:8080", help="the memory service")
     mcp.add_argument("--mcp-port", type=int, default=8090, help="port for --transport http")
     mcp.set_defaults(handler=_lazy("service.mcp"))
