@@ -138,7 +138,8 @@ class LineProgress(Steps):
             return
         self.last_line = self.clock()
         parts = [amount(self.done, self.unit)]
-        if self.total:
+        if self.total:  # "20 of 100 questions", "2.0 kB of 4.0 kB": the unit once
+            parts[0] = parts[0].removesuffix(f" {self.unit}")
             parts[0] += f" of {amount(self.total, self.unit)} ({self.done / self.total:.0%})"
         rate = self.rate()
         if self.unit and rate > 0:
