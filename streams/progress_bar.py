@@ -13,6 +13,8 @@ from rich.text import Text
 
 from streams.progress import Step, Steps, amount, duration
 
+UPDATE_EVERY_S = 0.05
+
 
 class CountColumn(ProgressColumn):
     """``1.2 MB/45.6 MB  3.4 MB/s``: how much, of how much, how fast, in the step's unit."""
@@ -57,6 +59,7 @@ class BarProgress(Steps):
             redirect_stderr=True,
         )
         self.task: TaskID | None = None
+        self.updated = 0.0
         self.terminal = sys.stderr
         self.bar.start()
         self.moved = _follow_stderr(self.terminal)
@@ -65,12 +68,17 @@ class BarProgress(Steps):
         self.task = self.bar.add_task(self.name or "", total=self.total, unit=self.unit, detail="")
 
     def on_advance(self) -> None:
-        if self.task is not None:
+        # Work may advance a million times (a line each); the bar redraws 10 times a second,
+        # so updates in between would only cost time.
+        now = self.clock()
+        if self.task is not None and now - self.updated >= UPDATE_EVERY_S:
+            self.updated = now
             self.bar.update(self.task, completed=self.done, detail=self.text)
 
     def on_finish(self, step: Step) -> None:
         if self.task is None:
             return
+        self.bar.update(self.task, completed=step.done)
         if self.total is None:  # a step of unknown size is whole once it ends
             whole = step.done or 1
             self.bar.update(self.task, total=whole, completed=whole)

@@ -44,6 +44,7 @@ class Sent:
     first_failure: str = ""
     bytes: int = 0
     seconds: float = 0.0
+    track: bool = False  # keep the acknowledged turn ids (for --wait; a big file's worth)
     turns: dict[str, set[str]] = field(default_factory=dict)  # user -> acknowledged turn ids
 
     def bad_line(self, number: int, reason: str) -> None:
@@ -58,7 +59,8 @@ class Sent:
             self.failure(repr(future.exception()))
         else:
             self.acknowledged += 1
-            self.turns.setdefault(turn.user_id, set()).add(turn.turn_id)
+            if self.track:
+                self.turns.setdefault(turn.user_id, set()).add(turn.turn_id)
 
     def failure(self, reason: str) -> None:
         self.failed += 1
@@ -69,9 +71,12 @@ class Sent:
         return f"{self.lines:,} lines ({rate:,.0f}/s), {self.invalid:,} invalid"
 
 
-async def send_file(path: Path, bootstrap: str, progress: Progress) -> Sent:
-    """Send every valid line of ``path``; each send is counted when the broker acknowledges it."""
-    report = Sent(path)
+async def send_file(path: Path, bootstrap: str, progress: Progress, track: bool = False) -> Sent:
+    """Send every valid line of ``path``; each send is counted when the broker acknowledges it.
+
+    ``track`` keeps the ids of the acknowledged turns, for following them into memory.
+    """
+    report = Sent(path, track=track)
     # No idempotent producer: Tansu does not implement InitProducerId; replays are harmless
     # anyway, because every stage de-duplicates by deterministic ids.
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
@@ -175,7 +180,8 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     broker = settings.broker_url or f"kafka://127.0.0.1:{settings.broker_port}"
     placed: Placed | None = None
     with open_progress("ingest", quiet=args.quiet) as progress:
-        report = asyncio.run(send_file(args.file, broker.removeprefix("kafka://"), progress))
+        bootstrap = broker.removeprefix("kafka://")
+        report = asyncio.run(send_file(args.file, bootstrap, progress, track=args.wait))
         if args.wait and report.acknowledged:
             placed = follow(args, settings, report, progress)
     if report.invalid > SHOWN_INVALID:
