@@ -55,9 +55,13 @@ def _lazy(module: str, function: str = "main") -> Handler:
 
 
 def _stack_flags(parser: argparse.ArgumentParser, http: bool = True) -> None:
-    parser.add_argument("--data-dir", type=Path, help="data folder (default ./.memoryos)")
-    parser.add_argument("--broker", help="kafka://host:port of an existing Kafka")
-    parser.add_argument("--broker-port", type=int, help="embedded broker port (default 9092)")
+    parser.add_argument(
+        "--data-dir", type=Path, metavar="DIR", help="data folder (default ./.memoryos)"
+    )
+    parser.add_argument("--broker", metavar="URL", help="kafka://host:port of an existing Kafka")
+    parser.add_argument(
+        "--broker-port", type=int, metavar="PORT", help="embedded broker port (default 9092)"
+    )
     if http:
         parser.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
         parser.add_argument("--port", type=int, help="HTTP port (default 8080)")
@@ -117,7 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument(
         "file", type=Path, metavar="FILE", help="a JSONL file, one turn per line (format below)"
     )
-    ingest.add_argument("--broker", help="kafka://host:port (default: the embedded broker's port)")
+    ingest.add_argument(
+        "--broker", metavar="URL", help="kafka://host:port (default: the embedded broker's port)"
+    )
     ingest.add_argument(
         "--wait", action="store_true", help="then wait until every sent turn is placed in memory"
     )
@@ -142,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = _command(sub, "doctor", HELP["doctor"])
     doctor.add_argument("--json", action="store_true", help="print the results as JSON")
-    doctor.add_argument("--broker", help="kafka://host:port to check as well")
+    doctor.add_argument("--broker", metavar="URL", help="kafka://host:port to check as well")
     doctor.set_defaults(handler=_lazy("streams.commands.doctor"))
 
     evaluate = _command(sub, "eval", HELP["eval"])
