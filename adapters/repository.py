@@ -34,7 +34,8 @@ LEAVING = "leaving"  # evicted from STM, not yet placed in a segment: the reconc
 MTM = "mtm"
 HEAT_DOC = "heat"
 PERSONA_DOC = "persona"
-TOMBSTONE_DOC = "tombstone"
+TOMBSTONE_DOC = "tombstone"  # written by DELETE only: when the user was last deleted
+FORGOTTEN_DOC = "forgotten"  # written by the last stage only: the latest marker it has seen
 FACT_COLLECTIONS = {FactKind.USER: USER_KNOWLEDGE, FactKind.AGENT: AGENT_TRAITS}
 
 
@@ -235,32 +236,49 @@ class MemoryRepository:
         }
 
     async def forget_user(self, user_id: str, at: float) -> dict[str, int]:
-        """Delete every point of the user, then leave an open tombstone dated ``at``.
+        """Delete every point of the user, then leave a tombstone dated ``at``.
 
         The tombstone authorises the forget marker that follows the user's events through
-        the stages; the last stage closes it. While it is open, reads show nothing.
+        the stages. Until the last stage has seen that marker, reads show nothing.
         """
         counts = await self.count_user(user_id)
         for collection in (PAGES, SEGMENTS, USER_KNOWLEDGE, AGENT_TRAITS, PERSONAS):
             await self.store.delete_user(collection, user_id)
-        await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at}, open=True)
+        await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at})
         return counts
 
     async def tombstone(self, user_id: str) -> tuple[float, bool] | None:
-        """(deleted_at, still open) of the user's last DELETE, if any."""
-        points = await self.store.retrieve(PERSONAS, [ids.point_id(user_id, "doc", TOMBSTONE_DOC)])
-        if not points:
-            return None
-        payload = points[0].payload
-        return float(payload["data"]["deleted_at"]), bool(payload.get("open", False))
+        """(deleted_at, still open) of the user's last DELETE, if any.
 
-    async def close_tombstone(self, user_id: str, at: float) -> None:
-        await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at}, open=False)
+        Two documents with one writer each, so DELETE and the last stage never overwrite
+        each other: open while the last stage has not seen this DELETE's marker.
+        """
+        stone_id = ids.point_id(user_id, "doc", TOMBSTONE_DOC)
+        seen_id = ids.point_id(user_id, "doc", FORGOTTEN_DOC)
+        points = {
+            p.id: p.payload["data"]
+            for p in await self.store.retrieve(PERSONAS, [stone_id, seen_id])
+        }
+        if stone_id not in points:
+            return None
+        at = float(points[stone_id]["deleted_at"])
+        seen = float(points[seen_id]["through"]) if seen_id in points else float("-inf")
+        return at, seen < at
+
+    async def mark_forgotten(self, user_id: str, at: float) -> None:
+        """The last stage has purged the user for every DELETE up to ``at``."""
+        await self.save_doc(user_id, FORGOTTEN_DOC, {"through": at})
 
     async def open_tombstones(self) -> dict[str, float]:
         """Users whose forget marker has not reached the last stage yet."""
-        points = await self.store.scroll(PERSONAS, None, {"kind": TOMBSTONE_DOC, "open": True})
-        return {str(p.payload["user_id"]): float(p.payload["data"]["deleted_at"]) for p in points}
+        stones = await self.store.scroll(PERSONAS, None, {"kind": TOMBSTONE_DOC})
+        result = {}
+        for point in stones:
+            user_id = str(point.payload["user_id"])
+            state = await self.tombstone(user_id)
+            if state is not None and state[1]:
+                result[user_id] = state[0]
+        return result
 
     async def purge_short_term(self, user_id: str) -> None:
         points = await self.store.scroll(PAGES, user_id, {"tier": [STM, LEAVING]})

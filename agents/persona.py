@@ -74,7 +74,7 @@ class PersonaAgent:
     async def forget(self, marker: ForgetUser) -> None:
         """The last stage: purge the persona and close the tombstone; reads resume."""
         await self.deps.repo.purge_persona(marker.user_id)
-        await self.deps.repo.close_tombstone(marker.user_id, marker.at)
+        await self.deps.repo.mark_forgotten(marker.user_id, marker.at)
 
     async def _store_facts(
         self,

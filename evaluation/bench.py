@@ -42,6 +42,7 @@ from evaluation.bench_llm import (
     measure_concurrency,
     sequential_baseline,
 )
+from streams.progress import NO_PROGRESS, Progress
 
 
 @dataclass(frozen=True)
@@ -67,30 +68,37 @@ FULL = Sizes("full", 64, 50, 200, (8, 32, 64), 2, 25, 10, 1000, 300, 30, 2000, 5
 QUICK = Sizes("quick", 16, 25, 200, (8, 32), 1, 15, 5, 50, 100, 10, 500, 100, 20)
 
 
-def main(args: argparse.Namespace, settings: Settings) -> int:
+def main(args: argparse.Namespace, settings: Settings, progress: Progress = NO_PROGRESS) -> int:
     sizes = QUICK if args.quick else FULL
     for noisy in ("httpx", "httpx2", "openai"):  # a line per LLM call would bury the progress
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    return asyncio.run(run_bench(settings, Path(args.out), sizes))
+    return asyncio.run(run_bench(settings, Path(args.out), sizes, progress))
 
 
-async def run_bench(settings: Settings, out: Path, sizes: Sizes) -> int:
+async def run_bench(
+    settings: Settings, out: Path, sizes: Sizes, progress: Progress = NO_PROGRESS
+) -> int:
     started, load_start = time.perf_counter(), os.getloadavg()
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     say(f"{sizes.name} run: {json.dumps(asdict(sizes))}")
     conversations = make_conversations(sizes.ingest_users, sizes.ingest_turns, sizes.seed)
     texts = [embedded_text(item.turn) for talk in conversations for item in talk]
+    progress.phase("embedder ceiling")
     say(f"embedder ceiling: {len(texts)} texts in batches of {settings.embedding_batch_size}")
     before = await embedder_ceiling(settings, texts)
     say(f"embedder ceiling: {before:.1f} texts/s")
+    progress.phase("ingest")
     ingest = await measure_ingest(settings, conversations, sizes.seed)
+    progress.phase("embedder ceiling again")
     # measured again after the ingest (a fresh instance: a cold cache): the machine's load
     # can drift, and the ratio should compare like with like
     after = await embedder_ceiling(settings, texts)
     say(f"embedder ceiling again: {after:.1f} texts/s")
     ingest.set_ceiling(before, after)
     say(f"ingest: {ingest.turns_per_s:.1f} turns/s ({ingest.ratio_to_ceiling:.0%} of ceiling)")
+    progress.phase("llm concurrency")
     runs, sequential = await _llm_part(settings, sizes)
+    progress.phase("latency")
     latency = await measure_latency(
         settings,
         sizes.latency_users,
@@ -101,6 +109,7 @@ async def run_bench(settings: Settings, out: Path, sizes: Sizes) -> int:
         sizes.ryw_tries,
         sizes.seed,
     )
+    progress.phase("report")
     result = assemble(settings, sizes, ingest, runs, sequential, latency)
     result["elapsed_s"] = round(time.perf_counter() - started, 1)
     # other work on the machine skews every figure: say how busy it was

@@ -32,6 +32,7 @@ from evaluation.scratch import fresh_stack
 from schemas.errors import InvalidEvent, MemoryOSError
 from schemas.records import Page
 from schemas.turn import TurnEvent
+from streams.progress import NO_PROGRESS, Progress
 from streams.stack import Stack
 
 log = logging.getLogger(__name__)
@@ -56,22 +57,29 @@ class IngestReport:
     mismatched: list[str] = field(default_factory=list)
 
 
-def main(args: argparse.Namespace, settings: Settings) -> int:
+def main(args: argparse.Namespace, settings: Settings, progress: Progress = NO_PROGRESS) -> int:
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
     wanted = [s.strip() for s in args.samples.split(",") if s.strip()] if args.samples else None
     if int(args.k) < 1:
         raise InvalidEvent(f"--k must be at least 1, got {args.k}", field="k")
     samples = data.load_samples(Path(args.data), wanted)
-    return asyncio.run(evaluate(samples, Path(args.out), int(args.k), settings, str(args.data)))
+    run = evaluate(samples, Path(args.out), int(args.k), settings, str(args.data), progress)
+    return asyncio.run(run)
 
 
 async def evaluate(
-    samples: Sequence[Sample], out: Path, k: int, settings: Settings, source: str = ""
+    samples: Sequence[Sample],
+    out: Path,
+    k: int,
+    settings: Settings,
+    source: str = "",
+    progress: Progress = NO_PROGRESS,
 ) -> int:
     started = time.perf_counter()
+    progress.phase("start stack")
     async with fresh_stack(settings, STOP_DRAIN_S, prefix="memoryos-locomo-") as stack:
-        ingest = await ingest_all(stack, samples, started)
-        records = await ask_all(stack, samples, k, started)
+        ingest = await ingest_all(stack, samples, started, progress)
+        records = await ask_all(stack, samples, k, started, progress)
         run_settings = stack.settings
     summary = samples_meta(samples, source, k, run_settings, ingest) | summarise(records)
     summary["elapsed_s"] = round(time.perf_counter() - started, 1)
@@ -114,15 +122,19 @@ def samples_meta(
 # --- ingest ---
 
 
-async def ingest_all(stack: Stack, samples: Sequence[Sample], started: float) -> IngestReport:
+async def ingest_all(
+    stack: Stack, samples: Sequence[Sample], started: float, progress: Progress = NO_PROGRESS
+) -> IngestReport:
     """Replay every sample's sessions, then wait until the pipeline has absorbed all of it."""
     assert stack.service is not None
     report = IngestReport()
     begun = time.perf_counter()
+    progress.phase("send", total=len(samples), unit="samples")
     for sample in samples:
         for session in sample.sessions:
             await stack.service.add_turns(session)  # one call per session: batched sends
         report.turns += len(sample.turns)
+        progress.advance(1)
         log.info(
             "%s: sent %d turns in %d sessions (%.0f s)",
             sample.sample_id,
@@ -131,11 +143,12 @@ async def ingest_all(stack: Stack, samples: Sequence[Sample], started: float) ->
             time.perf_counter() - started,
         )
     timeout = INGEST_BASE_TIMEOUT_S + INGEST_PER_TURN_S * report.turns
-    progress = asyncio.create_task(log_progress(stack, samples, report.turns, started))
+    progress.phase("placed", total=report.turns, unit="pages")
+    logger = asyncio.create_task(log_progress(stack, samples, report.turns, started, progress))
     try:
         report.idle = await stack.wait_idle(timeout)
     finally:
-        progress.cancel()
+        logger.cancel()
     if not report.idle:
         log.warning("the pipeline was still busy after %.0f s", timeout)
     await verify_counts(stack, samples, report)
@@ -144,13 +157,22 @@ async def ingest_all(stack: Stack, samples: Sequence[Sample], started: float) ->
     return report
 
 
-async def log_progress(stack: Stack, samples: Sequence[Sample], turns: int, started: float) -> None:
+async def log_progress(
+    stack: Stack,
+    samples: Sequence[Sample],
+    turns: int,
+    started: float,
+    progress: Progress = NO_PROGRESS,
+) -> None:
     """Every PROGRESS_EVERY_S, how many pages the store holds so far: a long ingest shows life."""
     assert stack.deps is not None
+    shown = 0
     while True:
         await asyncio.sleep(PROGRESS_EVERY_S)
         counts = [await stack.deps.repo.count_user(sample.user_id) for sample in samples]
         stored = sum(c["short_term"] + c["mid_term_pages"] for c in counts)
+        progress.advance(stored - shown)
+        shown = stored
         log.info(
             "ingest: %d of %d pages stored (%.0f s)", stored, turns, time.perf_counter() - started
         )
@@ -185,10 +207,18 @@ async def verify_counts(stack: Stack, samples: Sequence[Sample], report: IngestR
 # --- questions ---
 
 
-async def ask_all(stack: Stack, samples: Sequence[Sample], k: int, started: float) -> list[Record]:
+async def ask_all(
+    stack: Stack,
+    samples: Sequence[Sample],
+    k: int,
+    started: float,
+    progress: Progress = NO_PROGRESS,
+) -> list[Record]:
     assert stack.deps is not None
     records: list[Record] = []
+    progress.phase("questions", total=sum(len(s.questions) for s in samples), unit="questions")
     for sample in samples:
+        progress.detail(sample.sample_id)
         baselines = await TurnBaselines.build(sample.turns, stack.deps.embedder)
         depth = max(BASELINE_DEPTH, k + stack.settings.stm_capacity)  # >= our largest context
         bm25 = baselines.bm25([q.text for q in sample.questions], depth)
@@ -202,6 +232,7 @@ async def ask_all(stack: Stack, samples: Sequence[Sample], k: int, started: floa
                 record.rankings["dense"] = dense[start + offset]
             records.extend(answered)
             done += len(batch)
+            progress.advance(len(batch))
         log.info(
             "%s: %d questions done (%.0f s)",
             sample.sample_id,

@@ -1,4 +1,4 @@
-"""The `memoryos` command: up, worker, serve, ingest, inspect, doctor, eval, bench, mcp.
+"""The `memoryos` command line: one subcommand per task a user has.
 
 Each subcommand builds Settings once (flags override the environment) and hands them down.
 """
@@ -8,13 +8,23 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from adapters.settings import Settings, load_settings
 from schemas.errors import MemoryOSError
+from streams.cli_help import (
+    BENCH_EPILOG,
+    DESCRIPTION,
+    EVAL_EPILOG,
+    HELP,
+    INGEST_EPILOG,
+    UP_EPILOG,
+)
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 
@@ -45,70 +55,140 @@ def _lazy(module: str, function: str = "main") -> Handler:
 
 
 def _stack_flags(parser: argparse.ArgumentParser, http: bool = True) -> None:
-    parser.add_argument("--data-dir", type=Path, help="data folder (default ./.memoryos)")
-    parser.add_argument("--broker", help="kafka://host:port of an existing Kafka")
-    parser.add_argument("--broker-port", type=int, help="embedded broker port (default 9092)")
+    parser.add_argument(
+        "--data-dir", type=Path, metavar="DIR", help="data folder (default ./.memoryos)"
+    )
+    parser.add_argument("--broker", metavar="URL", help="kafka://host:port of an existing Kafka")
+    parser.add_argument(
+        "--broker-port", type=int, metavar="PORT", help="embedded broker port (default 9092)"
+    )
     if http:
         parser.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
         parser.add_argument("--port", type=int, help="HTTP port (default 8080)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memoryos", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _quiet_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bar: one plain line per step"
+    )
 
-    up = sub.add_parser("up", help="embedded stack: broker + worker + HTTP in one process")
+
+def _version() -> str:
+    try:
+        return version("memoryos-streams")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _command(
+    sub: Any, name: str, help_text: str, epilog: str | None = None
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help starts with the same line the command list shows."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=help_text,
+        description=help_text[0].upper() + help_text[1:] + ".",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memoryos",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"memoryos {_version()}",
+        help="print the version and exit",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
+
+    up = _command(sub, "up", HELP["up"], UP_EPILOG)
     _stack_flags(up)
-    up.add_argument("--demo", action="store_true", help="ingest the bundled sample and print it")
+    up.add_argument(
+        "--demo", action="store_true", help="then load a sample conversation and show its memory"
+    )
+    _quiet_flag(up)
     up.set_defaults(handler=_lazy("streams.commands.up"))
 
-    worker = sub.add_parser("worker", help="a pipeline worker (production; needs --broker)")
-    _stack_flags(worker)
-    worker.set_defaults(handler=_lazy("streams.commands.up", "worker"))
-
-    serve = sub.add_parser("serve", help="a stateless response-service replica (production)")
-    _stack_flags(serve)
-    serve.set_defaults(handler=_lazy("streams.commands.up", "serve"))
-
-    ingest = sub.add_parser("ingest", help="send turn events from a JSONL file to memoryos.turns")
-    ingest.add_argument("file", type=Path)
-    ingest.add_argument("--broker", help="kafka://host:port (default: the embedded broker port)")
+    ingest = _command(sub, "ingest", HELP["ingest"], INGEST_EPILOG)
+    ingest.add_argument(
+        "file", type=Path, metavar="FILE", help="a JSONL file, one turn per line (format below)"
+    )
+    ingest.add_argument(
+        "--broker", metavar="URL", help="kafka://host:port (default: the embedded broker's port)"
+    )
+    ingest.add_argument(
+        "--wait", action="store_true", help="then wait until every sent turn is placed in memory"
+    )
+    ingest.add_argument(
+        "--wait-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="stop waiting when no turn was placed for this long (default 300)",
+    )
+    ingest.add_argument(
+        "--url", help="the memory service --wait reads from (default http://HOST:PORT of settings)"
+    )
+    _quiet_flag(ingest)
     ingest.set_defaults(handler=_lazy("streams.commands.ingest"))
 
-    inspect = sub.add_parser("inspect", help="show one user's memory")
-    inspect.add_argument("user")
-    inspect.add_argument("--url", default="http://127.0.0.1:8080", help="service URL")
-    inspect.add_argument("--json", action="store_true", help="print the JSON document")
+    inspect = _command(sub, "inspect", HELP["inspect"])
+    inspect.add_argument("user", help="the user id, as in the turns' user_id")
+    inspect.add_argument("--url", default="http://127.0.0.1:8080", help="the memory service")
+    inspect.add_argument("--json", action="store_true", help="print the JSON document instead")
     inspect.set_defaults(handler=_lazy("streams.commands.inspect"))
 
-    doctor = sub.add_parser("doctor", help="check every configured backend live")
-    doctor.add_argument("--json", action="store_true")
-    doctor.add_argument("--broker", help="kafka://host:port to check as well")
+    doctor = _command(sub, "doctor", HELP["doctor"])
+    doctor.add_argument("--json", action="store_true", help="print the results as JSON")
+    doctor.add_argument("--broker", metavar="URL", help="kafka://host:port to check as well")
     doctor.set_defaults(handler=_lazy("streams.commands.doctor"))
 
-    dlq = sub.add_parser("dlq", help="list dead-lettered records, or send them back")
-    dlq.add_argument("action", choices=["list", "replay"], help="list them, or replay them")
-    dlq.add_argument("--reason", help="only this reason: invalid, permanent, bug, exhausted")
+    dlq = _command(sub, "dlq", HELP["dlq"])
+    dlq.add_argument("action", choices=["list", "replay"], help="list them, or send them back")
+    dlq.add_argument(
+        "--reason", help="only this reason: invalid, permanent, bug, exhausted, too_large"
+    )
     _stack_flags(dlq, http=False)
     dlq.set_defaults(handler=_lazy("streams.commands.dlq"))
 
-    evaluate = sub.add_parser("eval", help="evaluations")
-    eval_sub = evaluate.add_subparsers(dest="dataset", required=True)
-    locomo = eval_sub.add_parser("locomo", help="LoCoMo through the real pipeline")
+    evaluate = _command(sub, "eval", HELP["eval"])
+    eval_sub = evaluate.add_subparsers(dest="dataset", required=True, metavar="DATASET")
+    locomo = _command(eval_sub, "locomo", HELP["eval locomo"], EVAL_EPILOG)
     locomo.add_argument("data", type=Path, help="a LoCoMo-format JSON file")
-    locomo.add_argument("--out", type=Path, required=True)
-    locomo.add_argument("--k", type=int, default=10)
-    locomo.add_argument("--samples", help="comma-separated sample ids")
-    locomo.set_defaults(handler=_lazy("evaluation.locomo"))
+    locomo.add_argument("--out", type=Path, required=True, help="folder for the results")
+    locomo.add_argument("--k", type=int, default=10, help="mid-term pages retrieved (default 10)")
+    locomo.add_argument("--samples", help="comma-separated sample ids (default: all)")
+    _quiet_flag(locomo)
+    locomo.set_defaults(handler=_lazy("evaluation.commands", "locomo"))
 
-    bench = sub.add_parser("bench", help="throughput and latency, side by side")
-    bench.add_argument("--out", type=Path, required=True)
-    bench.add_argument("--quick", action="store_true")
-    bench.set_defaults(handler=_lazy("evaluation.bench"))
+    bench = _command(sub, "bench", HELP["bench"], BENCH_EPILOG)
+    bench.add_argument("--out", type=Path, required=True, help="folder for the results")
+    bench.add_argument("--quick", action="store_true", help="smaller sizes: minutes, not an hour")
+    _quiet_flag(bench)
+    bench.set_defaults(handler=_lazy("evaluation.commands", "bench"))
 
-    mcp = sub.add_parser("mcp", help="MCP server over the memory service")
-    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    worker = _command(sub, "worker", HELP["worker"])
+    _stack_flags(worker)
+    _quiet_flag(worker)
+    worker.set_defaults(handler=_lazy("streams.commands.up", "worker"))
+
+    serve = _command(sub, "serve", HELP["serve"])
+    _stack_flags(serve)
+    _quiet_flag(serve)
+    serve.set_defaults(handler=_lazy("streams.commands.up", "serve"))
+
+    mcp = _command(sub, "mcp", HELP["mcp"])
+    mcp.add_argument(
+        "--transport", choices=["stdio", "http"], default="stdio", help="how clients connect"
+    )
     mcp.add_argument("--url", default="http://127.0.0.1:8080", help="the memory service")
     mcp.add_argument("--mcp-port", type=int, default=8090, help="port for --transport http")
     mcp.set_defaults(handler=_lazy("service.mcp"))
@@ -132,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader (`| head`) stopped reading: no traceback, and none at exit either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from service.response import ResponseService
 from streams.app import MemoryApp, create_app
 from streams.broker import EmbeddedBroker
 from streams.lag import LagProbe
+from streams.progress import NO_PROGRESS, Progress
 from streams.reconciler import Reconciler
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class Stack:
         self.serve_http = serve_http
         self.broker: EmbeddedBroker | None = None
         self.deps: Deps | None = deps
-        self._owns_services = deps is None
+        self._owns_deps = deps is None
         self.memory_app: MemoryApp | None = None
         self.service: ResponseService | None = None
         self.lag: LagProbe | None = None
@@ -105,12 +106,15 @@ class Stack:
         assert self.broker is not None
         return self.broker.url
 
-    async def start(self) -> None:
+    async def start(self, steps: Progress = NO_PROGRESS) -> None:
+        """``steps`` hears of each start-up step (broker, model, worker or producer, http)."""
         settings = self.settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         if not settings.broker_url:
+            steps.phase("broker")
             self.broker = EmbeddedBroker(settings.broker_port, settings.data_dir / "broker.log")
             await asyncio.to_thread(self.broker.start)
+        steps.phase("model")
         if self.deps is None:
             self.deps = await build_deps(settings)
         if settings.journal == "on" or (settings.journal == "auto" and self.broker is not None):
@@ -118,6 +122,7 @@ class Stack:
         # Load the embedding model now, not inside the first request or batch.
         await self.deps.embedder.embed(["memoryos warm-up"])
         bootstrap = self.broker_url.removeprefix("kafka://")
+        steps.phase("producer" if self.role == "service" else "worker")
         if self.role == "service":
             self._kafka_sink = KafkaSink(bootstrap)
             await self._kafka_sink.start()
@@ -136,6 +141,7 @@ class Stack:
             await self.lag.start()
             self._lag_task = asyncio.create_task(self._export_lag())
         if self.serve_http:
+            steps.phase("http")
             await self._start_http()
         log.info(
             "memoryos is up: broker %s, http %s:%s, llm %s, store %s",
@@ -230,7 +236,7 @@ class Stack:
                 await self._bounded("lag probe", self.lag.stop())
             if self.memory_app is not None:
                 await self._bounded("worker", self.memory_app.app.stop(), 30)
-            if self.deps is not None and self._owns_services:
+            if self.deps is not None and self._owns_deps:
                 await self._bounded("ports", close_deps(self.deps))
             self.journal.close()
         finally:

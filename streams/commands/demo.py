@@ -9,7 +9,9 @@ import orjson
 
 from schemas.codec import decode
 from schemas.turn import TurnEvent
+from streams.commands.ingest_wait import service_url
 from streams.commands.inspect import render
+from streams.progress import open_progress
 from streams.stack import Stack
 
 
@@ -24,23 +26,31 @@ def demo_questions() -> list[dict[str, Any]]:
     return questions
 
 
-async def run_demo(stack: Stack) -> None:
+async def run_demo(stack: Stack, quiet: bool = False) -> None:
     assert stack.service is not None
     turns = demo_turns()
     users = sorted({turn.user_id for turn in turns})
+    questions = demo_questions()
     print(f"demo: ingesting {len(turns)} turns of {len(users)} users ...", flush=True)
-    await stack.service.add_turns(turns)
-    await stack.wait_idle(timeout_s=300)
-    answers = []
-    for question in demo_questions():
-        text, _memory, _usage = await stack.service.respond(
-            question["user_id"], question["question"]
-        )
-        answers.append((question, text))
-    await stack.wait_idle(timeout_s=120)  # let the retrieval hits reach the heat agent
+    with open_progress("demo", quiet) as progress:
+        progress.phase("send", total=len(turns), unit="turns")
+        await stack.service.add_turns(turns)
+        progress.advance(len(turns))
+        progress.phase("pipeline")  # until every stage has read everything sent
+        await stack.wait_idle(timeout_s=300)
+        progress.phase("answer", total=len(questions), unit="questions")
+        answers = []
+        for question in questions:
+            text, _memory, _usage = await stack.service.respond(
+                question["user_id"], question["question"]
+            )
+            answers.append((question, text))
+            progress.advance(1)
+        progress.phase("pipeline")
+        await stack.wait_idle(timeout_s=120)  # let the retrieval hits reach the heat agent
     for user in users:
         print("\n" + render(await stack.service.get_memory(user)), flush=True)
     print("\nanswers:")
     for question, text in answers:
         print(f"  {question['user_id']}: {question['question']}\n    -> {text}", flush=True)
-    print(f"\ntry: curl -s http://{stack.settings.host}:{stack.port}/v1/users/{users[0]}/memory")
+    print(f"\ntry: curl -s {service_url(stack.settings, stack.port)}/v1/users/{users[0]}/memory")

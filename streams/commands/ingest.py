@@ -1,7 +1,9 @@
 """`memoryos ingest FILE.jsonl`: one turn event per line to memoryos.turns.
 
-Invalid lines are reported with their number and reason; valid lines are still sent; the
-exit status is 1 when any line was invalid.
+The file is streamed, never loaded whole: a year of chat logs fits in no memory. Invalid lines
+are reported with their number and reason (the first few at once, so a wrong format shows
+early) and the valid lines are still sent. ``--wait`` then follows the pipeline until every
+acknowledged turn is placed in memory (see ``ingest_wait``).
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
@@ -18,23 +23,59 @@ from schemas.codec import decode, dumps
 from schemas.errors import BrokerError, InvalidEvent
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
+from streams.commands.ingest_wait import Placed, service_url, wait_placed
+from streams.progress import Progress, amount, open_progress
+
+SHOWN_INVALID = 10  # enough to see what is wrong with a file, not a screen per bad line
+DETAIL_EVERY_LINES = 500
 
 
-def read_turns(path: Path) -> tuple[list[TurnEvent], list[tuple[int, str]]]:
-    turns: list[TurnEvent] = []
-    errors: list[tuple[int, str]] = []
-    with path.open("rb") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                turns.append(decode(TurnEvent, line))
-            except InvalidEvent as exc:
-                errors.append((number, str(exc)))
-    return turns, errors
+@dataclass
+class Sent:
+    """What happened to the file's lines: the facts the summary reports."""
+
+    path: Path
+    lines: int = 0  # non-blank lines read
+    sent: int = 0
+    acknowledged: int = 0
+    invalid: int = 0
+    failed: int = 0
+    first_failure: str = ""
+    bytes: int = 0
+    seconds: float = 0.0
+    track: bool = False  # keep the acknowledged turn ids (for --wait; a big file's worth)
+    turns: dict[str, set[str]] = field(default_factory=dict)  # user -> acknowledged turn ids
+
+    def bad_line(self, number: int, reason: str) -> None:
+        self.invalid += 1
+        if self.invalid <= SHOWN_INVALID:
+            print(f"{self.path}:{number}: {reason}", file=sys.stderr, flush=True)
+
+    def acked(self, turn: TurnEvent, future: asyncio.Future[Any]) -> None:
+        if future.cancelled():
+            self.failure("cancelled")
+        elif future.exception() is not None:
+            self.failure(repr(future.exception()))
+        else:
+            self.acknowledged += 1
+            if self.track:
+                self.turns.setdefault(turn.user_id, set()).add(turn.turn_id)
+
+    def failure(self, reason: str) -> None:
+        self.failed += 1
+        self.first_failure = self.first_failure or reason
+
+    def detail(self) -> str:
+        rate = self.lines / self.seconds if self.seconds > 0 else 0.0
+        return f"{self.lines:,} lines ({rate:,.0f}/s), {self.invalid:,} invalid"
 
 
-async def send_turns(bootstrap: str, turns: list[TurnEvent]) -> None:
+async def send_file(path: Path, bootstrap: str, progress: Progress, track: bool = False) -> Sent:
+    """Send every valid line of ``path``; each send is counted when the broker acknowledges it.
+
+    ``track`` keeps the ids of the acknowledged turns, for following them into memory.
+    """
+    report = Sent(path, track=track)
     # No idempotent producer: Tansu does not implement InitProducerId; replays are harmless
     # anyway, because every stage de-duplicates by deterministic ids.
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
@@ -43,24 +84,109 @@ async def send_turns(bootstrap: str, turns: list[TurnEvent]) -> None:
     except Exception as exc:
         await producer.stop()
         raise BrokerError(f"cannot reach the broker at {bootstrap}: {exc}") from exc
+    size = (await asyncio.to_thread(path.stat)).st_size
+    progress.phase("send", total=size, unit="bytes")
+    started = time.monotonic()
+    in_flight: set[asyncio.Future[Any]] = set()
     try:
-        sends = [
-            await producer.send(TURNS, dumps(turn), key=user_key(turn.user_id)) for turn in turns
-        ]
-        await asyncio.gather(*sends)
+        with path.open("rb") as lines:
+            for number, line in enumerate(lines, start=1):
+                report.bytes += len(line)
+                progress.advance(len(line))
+                if not line.strip():
+                    continue
+                report.lines += 1
+                if report.lines % DETAIL_EVERY_LINES == 0:
+                    report.seconds = time.monotonic() - started
+                    progress.detail(report.detail())
+                try:
+                    turn = decode(TurnEvent, line)
+                except InvalidEvent as exc:
+                    report.bad_line(number, str(exc))
+                    continue
+                await _send(producer, turn, report, in_flight)
+        # The acknowledgements still to come are counted by their callbacks.
+        await asyncio.gather(*in_flight, return_exceptions=True)
     finally:
         await producer.stop()
+    report.seconds = time.monotonic() - started
+    progress.detail(report.detail())
+    return report
+
+
+async def _send(
+    producer: AIOKafkaProducer, turn: TurnEvent, report: Sent, in_flight: set[asyncio.Future[Any]]
+) -> None:
+    try:
+        # Returns once the message is buffered (waiting while the buffer is full, which bounds
+        # the memory a huge file takes); the broker's acknowledgement resolves the future.
+        future: asyncio.Future[Any] = await producer.send(
+            TURNS, dumps(turn), key=user_key(turn.user_id)
+        )
+    except Exception as exc:
+        report.failure(repr(exc))
+        return
+    report.sent += 1
+    in_flight.add(future)
+    future.add_done_callback(in_flight.discard)
+    future.add_done_callback(lambda done: report.acked(turn, done))
+
+
+def summary(report: Sent) -> list[str]:
+    """The lines a script can parse: one fact per line, each starting with its name."""
+    rate = report.sent / report.seconds if report.seconds > 0 else 0.0
+    lines = [
+        f"sent {report.sent} turns to {TURNS} in {report.seconds:.1f} s "
+        f"({rate:.1f} turns/s, {amount(report.bytes / max(report.seconds, 1e-9), 'bytes')}/s)",
+        f"acknowledged {report.acknowledged} of {report.sent} turns by the broker",
+        f"invalid {report.invalid} of {report.lines} lines",
+    ]
+    if report.failed:
+        lines.append(f"failed {report.failed} sends; first: {report.first_failure}")
+    return lines
+
+
+def placed_summary(placed: Placed) -> str:
+    line = (
+        f"placed {placed.placed} of {placed.expected} turns in {placed.seconds:.1f} s "
+        f"({placed.short_term} short-term, {placed.mid_term} mid-term)"
+    )
+    if placed.gave_up:
+        line += f"; gave up: {placed.gave_up}"
+    return line
+
+
+def follow(
+    args: argparse.Namespace, settings: Settings, report: Sent, progress: Progress
+) -> Placed:
+    """``--wait``: how many of the acknowledged turns the pipeline has placed in memory."""
+    placed = Placed.expecting(report.turns)
+    keys = settings.api_key_list
+    url = args.url or service_url(settings)
+    try:
+        asyncio.run(
+            wait_placed(url, keys[0] if keys else None, placed, progress, args.wait_timeout)
+        )
+    except KeyboardInterrupt:  # the turns are sent: the summary still tells what is known
+        placed.gave_up = "interrupted"
+    return placed
 
 
 def main(args: argparse.Namespace, settings: Settings) -> int:
     if not args.file.is_file():
         print(f"memoryos ingest: no such file: {args.file}", file=sys.stderr)
         return 2
-    turns, errors = read_turns(args.file)
-    for number, reason in errors:
-        print(f"{args.file}:{number}: {reason}", file=sys.stderr)
     broker = settings.broker_url or f"kafka://127.0.0.1:{settings.broker_port}"
-    if turns:
-        asyncio.run(send_turns(broker.removeprefix("kafka://"), turns))
-    print(f"sent {len(turns)} turns to {TURNS}; {len(errors)} invalid lines")
-    return 1 if errors else 0
+    placed: Placed | None = None
+    with open_progress("ingest", quiet=args.quiet) as progress:
+        bootstrap = broker.removeprefix("kafka://")
+        report = asyncio.run(send_file(args.file, bootstrap, progress, track=args.wait))
+        if args.wait and report.acknowledged:
+            placed = follow(args, settings, report, progress)
+    if report.invalid > SHOWN_INVALID:
+        print(f"{args.file}: {report.invalid - SHOWN_INVALID} more invalid lines not shown",
+              file=sys.stderr)  # fmt: skip
+    for line in summary(report) + ([placed_summary(placed)] if placed else []):
+        print(line, flush=True)
+    complete = report.acknowledged == report.lines and (placed is None or not placed.missing)
+    return 0 if complete else 1

@@ -123,8 +123,8 @@ class PipelineModel(RuleBasedStateMachine):
 
 
 PipelineModel.TestCase.settings = settings(
-    max_examples=40,
-    stateful_step_count=30,
+    max_examples=100,
+    stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
