@@ -43,6 +43,14 @@ class StoreError(MemoryOSError):
     """The vector store failed or returned something unexpected."""
 
 
+class UnstorablePayload(InvalidEvent, StoreError):
+    """A point's payload is one the store could not read back (too deep, too large, not JSON).
+
+    An InvalidEvent, so agents dead-letter it at once (retrying cannot help), and a StoreError,
+    so callers that guard store calls see it too. The message names the collection and point.
+    """
+
+
 class BrokerError(MemoryOSError):
     """The Kafka broker could not be started or reached."""
 
