@@ -127,7 +127,8 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-def _authorized(header: str, keys: list[str]) -> bool:
+def authorized(header: str, keys: list[str]) -> bool:
+    """Whether an Authorization header carries one of ``keys`` (compared in constant time)."""
     scheme, _, token = header.strip().partition(" ")
     supplied = token.strip().encode("latin-1")  # how the header arrived on the wire
     return scheme.lower() == "bearer" and any(
@@ -164,7 +165,7 @@ def create_http_app(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         authorization = request.headers.get("authorization", "")
-        if keys and request.url.path.startswith("/v1") and not _authorized(authorization, keys):
+        if keys and request.url.path.startswith("/v1") and not authorized(authorization, keys):
             denied = _error(401, "missing or invalid bearer token (Authorization: Bearer <key>)")
             denied.headers["WWW-Authenticate"] = "Bearer"
             return denied
