@@ -186,14 +186,12 @@ def create_http_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        response = _error(exc.status_code, str(exc.detail))
+        # FastAPI's own 400 is a body it could not parse, e.g. nested ~1,000 levels deep
+        # (json.loads gives up): name the body, as for any other unparsable JSON
+        field = "body" if exc.status_code == 400 else None
+        response = _error(exc.status_code, str(exc.detail), field)
         response.headers.update(exc.headers or {})
         return response
-
-    @app.exception_handler(RecursionError)
-    async def too_deep(_: Request, exc: RecursionError) -> JSONResponse:
-        # json.loads gives up on bodies nested about a thousand levels deep
-        return _error(400, "body is nested too deeply to parse", "body")
 
     @app.exception_handler(NotFound)
     async def not_found(_: Request, exc: NotFound) -> JSONResponse:

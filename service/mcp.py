@@ -45,9 +45,15 @@ LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 class MemoryAPI:
     """The few HTTP calls the tools make; errors become ToolError with the service's reason."""
 
-    def __init__(self, url: str, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,  # tests: the service in-process
+    ) -> None:
         self.url = url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.transport = transport
 
     async def call(
         self, method: str, user_id: str, path: str = "", body: dict[str, Any] | None = None
@@ -59,7 +65,9 @@ class MemoryAPI:
             )
         url = f"{self.url}/v1/users/{quote(user_id, safe='')}{path}"
         try:
-            async with httpx.AsyncClient(headers=self.headers, timeout=TIMEOUT) as client:
+            async with httpx.AsyncClient(
+                headers=self.headers, timeout=TIMEOUT, transport=self.transport
+            ) as client:
                 reply = await client.request(method, url, json=body)
         except httpx.HTTPError as exc:
             raise ToolError(f"cannot reach the memory service at {self.url}: {exc!r}") from None
@@ -84,9 +92,11 @@ def _present(**values: Any) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def build_server(url: str, api_key: str | None = None) -> MCPServer:
+def build_server(
+    url: str, api_key: str | None = None, transport: httpx.AsyncBaseTransport | None = None
+) -> MCPServer:
     """The MCP server with its five tools, calling the memory service at ``url``."""
-    api = MemoryAPI(url, api_key)
+    api = MemoryAPI(url, api_key, transport)
     server: MCPServer = MCPServer("memoryos", instructions=INSTRUCTIONS, version="0.1.0")
 
     @server.tool()
