@@ -155,15 +155,22 @@ class Settings(BaseSettings):
 
     @property
     def api_key_list(self) -> list[str]:
-        return [key.strip() for key in self.api_keys.get_secret_value().split(",") if key.strip()]
+        keys = _reveal(self.api_keys) or ""
+        return [key.strip() for key in keys.split(",") if key.strip()]
 
     @property
     def openai_key(self) -> str | None:
-        return self.openai_api_key.get_secret_value() if self.openai_api_key else None
+        return _reveal(self.openai_api_key)
 
     @property
     def qdrant_key(self) -> str | None:
-        return self.qdrant_api_key.get_secret_value() if self.qdrant_api_key else None
+        return _reveal(self.qdrant_api_key)
+
+
+def _reveal(value: SecretStr | str | None) -> str | None:
+    # model_copy(update=...) skips validation, so a plain str can sit in a SecretStr field
+    secret = value.get_secret_value() if isinstance(value, SecretStr) else value
+    return secret or None
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -105,3 +105,11 @@ def test_keys_are_secret_in_repr_and_usable_in_code(monkeypatch: pytest.MonkeyPa
     assert settings.api_key_list == ["api-secret-1", "api-secret-2"]
     assert settings.openai_key == "sk-openai-secret"
     assert settings.qdrant_key == "qdrant-secret"
+
+
+def test_keys_set_by_model_copy_still_work() -> None:
+    # evaluation and doctor derive settings with model_copy(update=...), which skips validation
+    copied = load_settings().model_copy(
+        update={"openai_api_key": "sk-x", "api_keys": "a,b", "qdrant_api_key": "q"}
+    )
+    assert (copied.openai_key, copied.api_key_list, copied.qdrant_key) == ("sk-x", ["a", "b"], "q")
