@@ -10,7 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memory.heat import HeatParams
@@ -59,7 +66,8 @@ class Settings(BaseSettings):
     llm_backoff_base_s: float = Field(0.5, ge=0.0, description="first backoff, seconds")
     llm_backoff_max_s: float = Field(30.0, ge=0.0, description="longest backoff, seconds")
     llm_max_in_flight: int = Field(16, ge=1, le=4096, description="LLM calls in flight")
-    openai_api_key: str | None = Field(
+    # Keys are SecretStr: repr, logs and error messages show ********** instead.
+    openai_api_key: SecretStr | None = Field(
         None,
         validation_alias=AliasChoices("MEMORYOS_OPENAI_API_KEY", "OPENAI_API_KEY"),
         description="API key (the standard OPENAI_API_KEY also works)",
@@ -79,7 +87,7 @@ class Settings(BaseSettings):
     qdrant_url: str = Field(
         ":memory:", min_length=1, description="store=qdrant: server URL, a path or :memory:"
     )
-    qdrant_api_key: str | None = Field(None, description="store=qdrant: server API key")
+    qdrant_api_key: SecretStr | None = Field(None, description="store=qdrant: server API key")
     data_dir: Path = Field(Path(".memoryos"), description="embedded data folder")
 
     # --- broker and pipeline ---
@@ -124,7 +132,12 @@ class Settings(BaseSettings):
     # --- service ---
     host: str = Field("127.0.0.1", description="HTTP bind address")
     port: int = Field(8080, ge=0, le=65535, description="HTTP port")
-    api_keys: str = Field("", description="comma-separated bearer keys; empty: no auth")
+    api_keys: SecretStr = Field(
+        SecretStr(""), description="comma-separated bearer keys; empty: no auth"
+    )
+    mcp_host: str = Field(
+        "127.0.0.1", description="`memoryos mcp --transport http` bind address (loopback)"
+    )
     max_body_bytes: int = Field(1_048_576, ge=1024, description="largest HTTP body accepted")
 
     @field_validator("broker_url")
@@ -152,14 +165,30 @@ class Settings(BaseSettings):
 
     @property
     def api_key_list(self) -> list[str]:
-        return [key.strip() for key in self.api_keys.split(",") if key.strip()]
+        keys = _reveal(self.api_keys) or ""
+        return [key.strip() for key in keys.split(",") if key.strip()]
+
+    @property
+    def openai_key(self) -> str | None:
+        return _reveal(self.openai_api_key)
+
+    @property
+    def qdrant_key(self) -> str | None:
+        return _reveal(self.qdrant_api_key)
+
+
+def _reveal(value: SecretStr | str | None) -> str | None:
+    # model_copy(update=...) skips validation, so a plain str can sit in a SecretStr field
+    secret = value.get_secret_value() if isinstance(value, SecretStr) else value
+    return secret or None
 
 
 def load_settings(**overrides: Any) -> Settings:
     """Build Settings from the environment (and overrides), or raise ConfigError.
 
     The message names each offending environment variable and what it allows, so a
-    mistyped deployment stops at start-up instead of misbehaving later.
+    mistyped deployment stops at start-up instead of misbehaving later. It never repeats the
+    value: the input of a whole-settings rule is every setting, API keys included.
     """
     try:
         return Settings(**overrides)
@@ -168,5 +197,5 @@ def load_settings(**overrides: Any) -> Settings:
         for error in exc.errors():
             where = [str(part) for part in error["loc"]]
             variable = ENV_PREFIX + where[0].upper() if where else "settings"
-            problems.append(f"{variable}: {error['msg']} (got {error.get('input')!r})")
+            problems.append(f"{variable}: {error['msg']}")
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from None

@@ -1,11 +1,15 @@
 """Deterministic point ids, so a replayed event rewrites the same Qdrant point.
 
-Every id is a UUID5 of ``kind:user_id:key`` under one fixed project namespace: Qdrant
-accepts UUID strings as point ids, and the same natural key always maps to the same point.
+Every id is a UUID5 of the JSON array ``[kind, user_id, key]`` under one fixed project
+namespace: Qdrant accepts UUID strings as point ids, and the same natural key always maps to
+the same point. The parts are JSON-encoded, not joined with a separator, because ``:`` is legal
+in user and turn ids: joined, user ``org`` turn ``bob:t1`` and user ``org:bob`` turn ``t1``
+would share one page. (Versions before this encoding made other ids: re-ingest their stores.)
 """
 
 from __future__ import annotations
 
+import json
 from uuid import UUID, uuid5
 
 from memory.text import normalize_fact
@@ -20,7 +24,8 @@ PERSONA = "persona"
 
 def point_id(user_id: str, kind: str, key: str) -> str:
     """The point id of the object ``key`` of type ``kind`` that belongs to ``user_id``."""
-    return str(uuid5(NAMESPACE, f"{kind}:{user_id}:{key}"))
+    name = json.dumps([kind, user_id, key], ensure_ascii=False, separators=(",", ":"))
+    return str(uuid5(NAMESPACE, name))
 
 
 def page_id(user_id: str, turn_id: str) -> str:

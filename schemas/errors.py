@@ -9,6 +9,7 @@
     │   └── LLMUnparseable       unusable reply even after a repair attempt
     ├── EmbedderError        the embedding backend failed (transient)
     ├── StoreError           the vector store failed (HTTP 503 "store unavailable")
+    │   └── UnstorablePayload    also an InvalidEvent: a payload the store could not read back
     ├── JournalError         the embedded stack's inbox could not take a turn (HTTP 503)
     ├── BrokerError          the Kafka broker could not be started or reached
     └── NotFound             HTTP 404
@@ -59,6 +60,14 @@ class EmbedderError(MemoryOSError):
 
 class StoreError(MemoryOSError):
     """The vector store failed or returned something unexpected."""
+
+
+class UnstorablePayload(InvalidEvent, StoreError):
+    """A point's payload is one the store could not read back (too deep, too large, not JSON).
+
+    An InvalidEvent, so agents dead-letter it at once (retrying cannot help), and a StoreError,
+    so callers that guard store calls see it too. The message names the collection and point.
+    """
 
 
 class JournalError(MemoryOSError):

@@ -10,15 +10,46 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic_core import PydanticCustomError
+
+from schemas.limits import MAX_META_BYTES as MAX_META_BYTES
+from schemas.limits import MAX_META_DEPTH as MAX_META_DEPTH
+from schemas.limits import json_problem
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 MAX_TEXT_CHARS = 16_000
-MAX_META_BYTES = 16_384
 MAX_CHANNEL_CHARS = 64
 
+
+def _unicode(value: str) -> str:
+    """Lone surrogates (legal in JSON escapes) cannot be encoded downstream: refuse them here."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from None
+    return value
+
+
+def check_meta(value: dict[str, Any]) -> dict[str, Any]:
+    """Bounded depth and size, finite numbers, encodable text: see ``schemas.limits``."""
+    if problem := json_problem(value, "meta", MAX_META_DEPTH):
+        raise PydanticCustomError("meta_invalid", problem)
+    try:
+        size = len(orjson.dumps(value))
+    except orjson.JSONEncodeError as exc:  # unreachable after json_problem; kept as a net
+        raise PydanticCustomError("meta_invalid", f"meta is not encodable as JSON: {exc}") from None
+    if size > MAX_META_BYTES:
+        raise PydanticCustomError(
+            "meta_invalid", f"meta is {size} bytes as JSON; at most {MAX_META_BYTES} allowed"
+        )
+    return value
+
+
 Identifier = Annotated[StrictStr, Field(pattern=ID_PATTERN, max_length=128)]
-Text = Annotated[StrictStr, Field(max_length=MAX_TEXT_CHARS)]
+Text = Annotated[StrictStr, Field(max_length=MAX_TEXT_CHARS), AfterValidator(_unicode)]
+Channel = Annotated[StrictStr, Field(max_length=MAX_CHANNEL_CHARS), AfterValidator(_unicode)]
+Meta = Annotated[dict[str, Any], AfterValidator(check_meta)]
 
 
 class TurnEvent(BaseModel):
@@ -32,28 +63,17 @@ class TurnEvent(BaseModel):
     response: Text = Field(description="the assistant's reply")
     timestamp: datetime = Field(description="ISO 8601; a time without zone is taken as UTC")
     assistant_id: Identifier | None = Field(None, description="which assistant answered")
-    channel: Annotated[StrictStr, Field(max_length=MAX_CHANNEL_CHARS)] | None = Field(
-        None, description="where the turn came from (web, sms, ...)"
-    )
-    meta: dict[str, Any] = Field(
-        default_factory=dict, description="any JSON object, kept with the page (e.g. source ids)"
+    channel: Channel | None = Field(None, description="where the turn came from (web, sms, ...)")
+    meta: Meta = Field(
+        default_factory=dict,
+        description=f"any JSON object, kept with the page (e.g. source ids): at most "
+        f"{MAX_META_DEPTH} levels deep and {MAX_META_BYTES} bytes, no NaN or Infinity",
     )
 
     @field_validator("timestamp")
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
         return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-    @field_validator("meta")
-    @classmethod
-    def _meta_size(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            size = len(orjson.dumps(value))
-        except orjson.JSONEncodeError as exc:  # e.g. integers beyond 64 bits
-            raise ValueError(f"meta is not encodable as JSON: {exc}") from None
-        if size > MAX_META_BYTES:
-            raise ValueError(f"meta is {size} bytes as JSON; at most {MAX_META_BYTES} allowed")
-        return value
 
     @field_validator("query", "response")
     @classmethod

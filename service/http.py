@@ -1,32 +1,42 @@
 """The HTTP API (FastAPI): thin routes over ResponseService.
 
 Bad input never yields a 5xx: unknown JSON -> 400/422 naming the field, oversized -> 413,
-missing or wrong bearer key -> 401.
+missing or wrong bearer key -> 401. A failing backend yields 503 saying which one, never its
+internal error (that goes to the log), and /healthz says only whether the process is up.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import uuid4
 
-import orjson
 from fastapi import Body, FastAPI, HTTPException, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapters.metrics import Metrics
 from adapters.settings import Settings
 from schemas.codec import describe
-from schemas.errors import InvalidEvent, MemoryOSError, NotFound
-from schemas.turn import ID_PATTERN, MAX_TEXT_CHARS, TurnEvent
+from schemas.errors import (
+    BrokerError,
+    EmbedderError,
+    InvalidEvent,
+    JournalError,
+    LLMError,
+    MemoryOSError,
+    NotFound,
+    StoreError,
+)
+from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
 from service.models import (
     BatchAccepted,
     Deleted,
@@ -40,18 +50,17 @@ from service.response import ResponseService
 
 UserId = Annotated[str, Path(pattern=ID_PATTERN, max_length=128, description="the user's id")]
 HealthCheck = Callable[[], Awaitable[dict[str, Any]]]
+log = logging.getLogger(__name__)
+# What a 503 says: the failing part, not its message (hosts, paths, engine internals).
+UNAVAILABLE: tuple[tuple[type[MemoryOSError], str], ...] = (
+    (StoreError, "store unavailable"),
+    (EmbedderError, "embedder unavailable"),
+    (LLMError, "LLM unavailable"),
+    (BrokerError, "broker unavailable"),
+    (JournalError, "journal unavailable"),
+)
 
 
-def _unicode(value: str) -> str:
-    """Lone surrogates (legal in JSON escapes) cannot be encoded downstream: refuse them here."""
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode text (no lone surrogates)") from None
-    return value
-
-
-Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS), AfterValidator(_unicode)]
 Id = Annotated[str, Field(pattern=ID_PATTERN, max_length=128)]
 
 
@@ -62,17 +71,8 @@ class TurnIn(BaseModel):
     timestamp: datetime | None = None
     turn_id: Id | None = None
     assistant_id: Id | None = None
-    channel: Annotated[str, Field(max_length=64), AfterValidator(_unicode)] | None = None
-    meta: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("meta")
-    @classmethod
-    def _meta_json(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            orjson.dumps(value)
-        except orjson.JSONEncodeError as exc:  # 64-bit overflow, lone surrogates, nesting
-            raise ValueError(f"cannot be stored as JSON: {exc}") from None
-        return value
+    channel: Channel | None = None
+    meta: Meta = Field(default_factory=dict)  # bounded by the turn schema (schemas.limits)
 
 
 class BatchTurnIn(TurnIn):
@@ -129,7 +129,8 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-def _authorized(header: str, keys: list[str]) -> bool:
+def authorized(header: str, keys: list[str]) -> bool:
+    """Whether an Authorization header carries one of ``keys`` (compared in constant time)."""
     scheme, _, token = header.strip().partition(" ")
     supplied = token.strip().encode("latin-1")  # how the header arrived on the wire
     return scheme.lower() == "bearer" and any(
@@ -166,7 +167,7 @@ def create_http_app(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         authorization = request.headers.get("authorization", "")
-        if keys and request.url.path.startswith("/v1") and not _authorized(authorization, keys):
+        if keys and request.url.path.startswith("/v1") and not authorized(authorization, keys):
             denied = _error(401, "missing or invalid bearer token (Authorization: Bearer <key>)")
             denied.headers["WWW-Authenticate"] = "Bearer"
             return denied
@@ -187,7 +188,10 @@ def create_http_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        response = _error(exc.status_code, str(exc.detail))
+        # FastAPI's own 400 is a body it could not parse, e.g. nested ~1,000 levels deep
+        # (json.loads gives up): name the body, as for any other unparsable JSON
+        field = "body" if exc.status_code == 400 else None
+        response = _error(exc.status_code, str(exc.detail), field)
         response.headers.update(exc.headers or {})
         return response
 
@@ -196,12 +200,16 @@ def create_http_app(
         return _error(404, str(exc))
 
     @app.exception_handler(MemoryOSError)
-    async def backend_failed(_: Request, exc: MemoryOSError) -> JSONResponse:
-        return _error(503, f"{type(exc).__name__}: {exc}")
+    async def backend_failed(request: Request, exc: MemoryOSError) -> JSONResponse:
+        log.warning("%s %s failed: %s: %s", request.method, request.url.path,
+                    type(exc).__name__, exc)  # fmt: skip
+        what = next((text for kind, text in UNAVAILABLE if isinstance(exc, kind)), None)
+        return _error(503, what or "service unavailable")
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        return await health()
+        # anyone may probe it: the status only, no configuration (broker URL, backends)
+        return {"status": (await health()).get("status", "ok")}
 
     @app.get("/readyz", responses={503: {"description": "not ready yet"}})
     async def readyz() -> JSONResponse:

@@ -4,6 +4,10 @@ An MCP server (the official SDK's MCPServer, formerly FastMCP) over stdio or str
 It holds no memory itself: every tool is one call to a running memory service (`memoryos up`
 or `memoryos serve`) at ``--url``, with the first of MEMORYOS_API_KEYS as its bearer key. A
 reply of 4xx/5xx, or no reply, becomes a tool error carrying the service's message.
+
+Over HTTP the server is reachable by others, and it holds a key: so it asks every request for
+one of the same bearer keys as the API (any key reaches every user there too), and it binds to
+MEMORYOS_MCP_HOST, loopback unless changed. stdio needs no key: whoever spawns it owns it.
 """
 
 from __future__ import annotations
@@ -14,12 +18,17 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 import httpx
+import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapters.settings import Settings
-from schemas.turn import ID_PATTERN
+from schemas.errors import ConfigError
+from schemas.turn import ID_PATTERN, Meta, Text
+from service.http import authorized
 
 TIMEOUT = httpx.Timeout(120.0, connect=5.0)  # respond waits for the LLM
 INSTRUCTIONS = (
@@ -28,15 +37,23 @@ INSTRUCTIONS = (
     "get_memory shows everything stored for a user; forget_user deletes it."
 )
 UserId = Annotated[str, Field(description="whose memory (letters, digits, . _ : @ -)")]
-Query = Annotated[str, Field(description="the user's message")]
+# The turn schema's own types: a bad argument is refused here, naming it, before any call.
+Query = Annotated[Text, Field(description="the user's message")]
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 class MemoryAPI:
     """The few HTTP calls the tools make; errors become ToolError with the service's reason."""
 
-    def __init__(self, url: str, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,  # tests: the service in-process
+    ) -> None:
         self.url = url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.transport = transport
 
     async def call(
         self, method: str, user_id: str, path: str = "", body: dict[str, Any] | None = None
@@ -48,7 +65,9 @@ class MemoryAPI:
             )
         url = f"{self.url}/v1/users/{quote(user_id, safe='')}{path}"
         try:
-            async with httpx.AsyncClient(headers=self.headers, timeout=TIMEOUT) as client:
+            async with httpx.AsyncClient(
+                headers=self.headers, timeout=TIMEOUT, transport=self.transport
+            ) as client:
                 reply = await client.request(method, url, json=body)
         except httpx.HTTPError as exc:
             raise ToolError(f"cannot reach the memory service at {self.url}: {exc!r}") from None
@@ -73,18 +92,20 @@ def _present(**values: Any) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def build_server(url: str, api_key: str | None = None) -> MCPServer:
+def build_server(
+    url: str, api_key: str | None = None, transport: httpx.AsyncBaseTransport | None = None
+) -> MCPServer:
     """The MCP server with its five tools, calling the memory service at ``url``."""
-    api = MemoryAPI(url, api_key)
+    api = MemoryAPI(url, api_key, transport)
     server: MCPServer = MCPServer("memoryos", instructions=INSTRUCTIONS, version="0.1.0")
 
     @server.tool()
     async def add_turn(
         user_id: UserId,
         query: Query,
-        response: Annotated[str, Field(description="the assistant's reply")],
+        response: Annotated[Text, Field(description="the assistant's reply")],
         timestamp: Annotated[str | None, Field(description="ISO 8601; default now")] = None,
-        meta: Annotated[dict[str, Any] | None, Field(description="kept with the turn")] = None,
+        meta: Annotated[Meta | None, Field(description="JSON object kept with the turn")] = None,
     ) -> dict[str, Any]:
         """Store one dialogue turn (the user's query and the assistant's response) in the
         user's memory. timestamp: ISO 8601 (default now); meta: any JSON object kept with the
@@ -124,11 +145,48 @@ def build_server(url: str, api_key: str | None = None) -> MCPServer:
     return server
 
 
-def main(args: argparse.Namespace, settings: Settings) -> int:
+class BearerGuard:
+    """ASGI wrapper: 401 for an HTTP request without one of ``keys`` (none: open)."""
+
+    def __init__(self, app: ASGIApp, keys: list[str]) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.keys:
+            headers = dict(scope["headers"])
+            header = headers.get(b"authorization", b"").decode("latin-1")
+            if not authorized(header, self.keys):
+                denied = JSONResponse(
+                    {
+                        "error": "missing or invalid bearer token (Authorization: Bearer <key>)",
+                        "field": None,
+                    },
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await denied(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(url: str, settings: Settings) -> ASGIApp:
+    """The streamable-HTTP MCP app behind the API's bearer keys, for MEMORYOS_MCP_HOST."""
     keys = settings.api_key_list
-    server = build_server(args.url, keys[0] if keys else None)
+    if not keys and settings.mcp_host not in LOOPBACK:
+        raise ConfigError(
+            "MEMORYOS_MCP_HOST: serving MCP beyond loopback needs MEMORYOS_API_KEYS, "
+            "or anyone who reaches the port reads and deletes every user's memory"
+        )
+    server = build_server(url, keys[0] if keys else None)
+    return BearerGuard(server.streamable_http_app(host=settings.mcp_host), keys)
+
+
+def main(args: argparse.Namespace, settings: Settings) -> int:
     if args.transport == "stdio":
-        server.run("stdio")
+        keys = settings.api_key_list
+        build_server(args.url, keys[0] if keys else None).run("stdio")
     else:
-        server.run("streamable-http", host=settings.host, port=args.mcp_port)
+        app = http_app(args.url, settings)
+        uvicorn.run(app, host=settings.mcp_host, port=args.mcp_port, log_level="warning")
     return 0

@@ -181,14 +181,8 @@ class Stack:
 
     async def health(self) -> dict[str, Any]:
         assert self.deps is not None
-        return {
-            "status": "ok",
-            "llm": self.deps.llm.backend,
-            "offline_llm": self.deps.llm.backend == "offline",
-            "embedder": self.deps.embedder.name,
-            "store": self.deps.store.name,
-            "broker": self.broker_url,
-        }
+        # /healthz is unauthenticated: the status only, no configuration (issue 11)
+        return {"status": "ok"}
 
     async def ready(self) -> dict[str, Any]:
         if self.role == "service":

@@ -38,7 +38,7 @@ def openai_client(settings: Settings) -> AsyncOpenAI:
     """The async client with its own retries off; key and URL passed explicitly, so the
     client does not fall back to reading the environment (Settings already did)."""
     return AsyncOpenAI(
-        api_key=settings.openai_api_key or NO_KEY,
+        api_key=settings.openai_key or NO_KEY,
         base_url=settings.openai_base_url or DEFAULT_BASE_URL,
         max_retries=0,
         timeout=settings.llm_timeout_s,

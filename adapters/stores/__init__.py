@@ -14,4 +14,4 @@ def build_store(settings: Settings) -> VectorStore:
         return EdgeStore(settings.data_dir / "qdrant")
     from adapters.stores.qdrant import QdrantStore
 
-    return QdrantStore(settings.qdrant_url, api_key=settings.qdrant_api_key)
+    return QdrantStore(settings.qdrant_url, api_key=settings.qdrant_key)

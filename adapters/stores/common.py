@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import orjson
+
 from adapters.ports import (
     AGENT_TRAITS,
     COLLECTIONS,
@@ -27,7 +29,8 @@ from adapters.ports import (
     Point,
     SparseVector,
 )
-from schemas.errors import StoreError
+from schemas.errors import StoreError, UnstorablePayload
+from schemas.limits import json_problem
 
 DENSE = "dense"
 LEXICAL = "lexical"
@@ -39,6 +42,12 @@ RRF_K = 60
 SCROLL_PAGE = 256
 _LEXICAL_COLLECTIONS = frozenset({PAGES, USER_KNOWLEDGE, AGENT_TRAITS})
 _MAX_SPARSE_INDEX = 2**32 - 1  # Qdrant stores sparse indices as u32
+# Qdrant Edge 0.9 decodes payloads with a recursion limit: a payload about 124 levels deep
+# cannot be replayed from its WAL (the shard refuses to open) and one of 128 cannot be read
+# back (the shard fails every later update). Measured in tests/stores/test_edge_payloads.py;
+# half that depth leaves room for the WAL's own wrapping. Turn meta is capped at 32 upstream.
+MAX_PAYLOAD_DEPTH = 64
+MAX_PAYLOAD_BYTES = 1_048_576  # as compact JSON; a page holds at most ~150 KB of text + meta
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,21 @@ def check_points(spec: CollectionSpec, points: Sequence[Point]) -> None:
             raise StoreError(f"{spec.name}: point {point.id} has no {USER_ID!r} in its payload")
         if point.sparse:
             check_sparse(spec, point.sparse)
+        check_payload(spec, point)
+
+
+def check_payload(spec: CollectionSpec, point: Point) -> None:
+    """Refuse a payload the engine could not read back, so it never reaches the shard."""
+    where = f"{spec.name}: point {point.id}"
+    if problem := json_problem(point.payload, "payload", MAX_PAYLOAD_DEPTH):
+        raise UnstorablePayload(f"{where} cannot be stored: {problem}", field="payload")
+    size = len(orjson.dumps(point.payload))
+    if size > MAX_PAYLOAD_BYTES:
+        raise UnstorablePayload(
+            f"{where} cannot be stored: payload is {size} bytes as JSON, at most "
+            f"{MAX_PAYLOAD_BYTES}",
+            field="payload",
+        )
 
 
 def check_sparse(spec: CollectionSpec, sparse: SparseVector) -> None:

@@ -5,6 +5,9 @@ are synchronous; a filtered search takes well under a millisecond, so small call
 event loop and only calls that can grow (bulk upserts, scrolls, flush, close) go to a
 worker thread. Hybrid search is fused by Edge itself (prefetch + ``Fusion.Rrf``).
 
+Payloads are bounded before they reach a shard (``check_payload``): Edge accepts a payload
+nested ~124+ levels deep but cannot decode it again, and then fails the shard, not the point.
+
 Durability: every update goes to the shard's write-ahead log before ``update`` returns, so a
 killed process loses nothing; ``flush`` writes the segments and truncates the WAL. Edge has no
 background flusher, so the store flushes every ``flush_interval_s`` of writes (bounding WAL
@@ -275,6 +278,15 @@ def _open_shard(path: Path, spec: CollectionSpec) -> qe.EdgeShard:
         else:
             shard = qe.EdgeShard.create(str(path), config)
     except Exception as exc:
+        if "RecursionLimitExceeded" in str(exc) or "recursion limit" in str(exc):
+            # Edge replays its WAL inside load() and offers no way to skip one entry, so a
+            # payload it cannot decode (written before payloads were bounded) cannot be
+            # quarantined from here: say what it is instead of blaming the vector size.
+            raise StoreError(
+                f"cannot open the {spec.name!r} collection at {path}: it holds a payload "
+                "nested too deeply for Qdrant Edge to decode (written by a version before "
+                "payloads were bounded). Move the folder aside and re-ingest the turns."
+            ) from exc
         raise StoreError(
             f"cannot open the {spec.name!r} collection at {path} (vector size {spec.dim}): "
             f"{exc}. A folder made with another MEMORYOS_EMBEDDER or MEMORYOS_EMBEDDING_DIM "

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from adapters.metrics import Metrics
 from adapters.settings import Settings
-from schemas.errors import StoreError
+from schemas.errors import EmbedderError, LLMError, MemoryOSError, StoreError
 from schemas.records import ChainLink, Page, Persona, Trait
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
 from service.http import create_http_app
@@ -299,12 +299,33 @@ async def test_unknown_routes_and_methods_get_the_error_shape(client: httpx.Asyn
     assert response.headers["Allow"] == "GET"
 
 
-async def test_a_failing_backend_is_503_with_the_reason(
-    client: httpx.AsyncClient, fake: FakeMemory
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        (StoreError("qdrant at http://10.0.0.7:6333 is down"), "store unavailable"),
+        (EmbedderError("model at /srv/models/minilm missing"), "embedder unavailable"),
+        (LLMError("openai: 500 from https://api.internal"), "LLM unavailable"),
+        (MemoryOSError("something internal"), "service unavailable"),
+    ],
+)
+async def test_a_failing_backend_is_503_saying_what_failed_without_internals(
+    client: httpx.AsyncClient, fake: FakeMemory, failure: Exception, said: str
 ) -> None:
-    fake.failure = StoreError("qdrant is down")
+    fake.failure = failure
     error = error_of(await client.post("/v1/users/alice/turns", json=TURN, headers=AUTH), 503)
-    assert "qdrant is down" in error["error"]
+    assert error["error"] == said
+
+
+async def test_healthz_shows_no_configuration(fake: FakeMemory) -> None:
+    async def detailed() -> dict[str, Any]:
+        return {"status": "ok", "broker": "kafka://kafka.internal:9092", "store": "edge"}
+
+    settings = Settings(api_keys=",".join(KEYS))
+    app = create_http_app(cast(ResponseService, fake), settings, Metrics(), detailed, status)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://m") as http:
+        reply = await http.get("/healthz")
+    assert reply.status_code == 200
+    assert reply.json() == {"status": "ok"}
 
 
 # --- the routes ---

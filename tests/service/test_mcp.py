@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 
 from evaluation.fake_openai import FakeOpenAI
@@ -162,7 +164,11 @@ async def test_streamable_http_transport(stack: Stack, tmp_path: Path) -> None:
     process = await asyncio.to_thread(start, command, tmp_path / "mcp.log")
     try:
         await asyncio.to_thread(wait_for_port, port, process)
-        async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=60) as client:
+        endpoint = f"http://127.0.0.1:{port}/mcp"
+        headers = {"Authorization": f"Bearer {API_KEY}"}  # the API's keys guard MCP over HTTP
+        http = create_mcp_http_client(headers=headers)
+        transport = streamable_http_client(endpoint, http_client=http)
+        async with http, Client(transport, read_timeout_seconds=60) as client:
             assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
             added = structured(
                 await client.call_tool(

@@ -24,7 +24,7 @@ from adapters.settings import Settings
 from adapters.stores import build_store
 from adapters.stores.edge import EdgeStore
 from adapters.stores.qdrant import QdrantStore
-from schemas.errors import StoreError
+from schemas.errors import StoreError, UnstorablePayload
 
 ROOT = Path(__file__).resolve().parents[2]
 DIM = 4
@@ -303,3 +303,17 @@ def test_build_store_follows_settings(tmp_path: Path) -> None:
     qdrant = build_store(Settings(store="qdrant", qdrant_url=":memory:"))
     assert isinstance(qdrant, QdrantStore)
     assert qdrant.name == "qdrant"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"deep": {"a": {"a": {"a": {}}}}}, {"x": float("inf")}],
+    ids=["deep", "infinite"],
+)
+async def test_every_adapter_refuses_a_payload_it_could_not_read_back(
+    store: VectorStore, bad: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("adapters.stores.common.MAX_PAYLOAD_DEPTH", 3)  # a small limit, same rule
+    with pytest.raises(UnstorablePayload, match=f"point {pid('x1')}"):
+        await store.upsert(PAGES, [point("x1", "alice", [1.0, 0.0, 0.0, 0.0], **bad)])
+    assert await store.count(PAGES) == 0

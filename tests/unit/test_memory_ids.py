@@ -7,10 +7,19 @@ import uuid
 from memory.ids import NAMESPACE, fact_id, page_id, persona_id, point_id, segment_id
 
 
-def test_point_id_is_uuid5_of_kind_user_key() -> None:
-    expected = str(uuid.uuid5(NAMESPACE, "page:u1:t1"))
+def test_point_id_is_uuid5_of_the_json_array_kind_user_key() -> None:
+    expected = str(uuid.uuid5(NAMESPACE, '["page","u1","t1"]'))
     assert point_id("u1", "page", "t1") == expected
     assert uuid.UUID(expected).version == 5
+
+
+def test_colons_in_user_and_turn_ids_cannot_collide() -> None:
+    # ":" is legal in both ids; a separator-joined key gave these two one page (issue 11).
+    assert page_id("org", "bob:t1") != page_id("org:bob", "t1")
+    assert segment_id("org", "bob:p1") != segment_id("org:bob", "p1")
+    kind = "user_knowledge"
+    assert fact_id("org", kind, "bob:likes tea") != fact_id("org:bob", kind, "likes tea")
+    assert point_id("a", "page:b", "c") != point_id("a:page", "b", "c")
 
 
 def test_namespace_never_changes() -> None:

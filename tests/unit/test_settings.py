@@ -58,3 +58,58 @@ def test_openai_backend_needs_a_key_or_url(monkeypatch: pytest.MonkeyPatch) -> N
         load_settings()
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
     assert load_settings().openai_base_url == "http://127.0.0.1:1/v1"
+
+
+SECRETS = {
+    "MEMORYOS_API_KEYS": "api-secret-1,api-secret-2",
+    "OPENAI_API_KEY": "sk-openai-secret",
+    "MEMORYOS_QDRANT_API_KEY": "qdrant-secret",
+}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "rule"),
+    [
+        ("MEMORYOS_STM_CAPACITY", "0", "greater than or equal to 1"),
+        ("MEMORYOS_BROKER_URL", "localhost:9092", "kafka://"),
+        ("MEMORYOS_EMBEDDER", "openai", "needs OPENAI_API_KEY"),  # a rule over all settings
+    ],
+)
+def test_a_configuration_error_names_the_variable_and_rule_never_a_value(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, rule: str
+) -> None:
+    for name, secret in SECRETS.items():
+        monkeypatch.setenv(name, secret)
+    if variable == "MEMORYOS_EMBEDDER":  # the whole-settings rule needs no key to fire
+        monkeypatch.delenv("OPENAI_API_KEY")
+        monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    message = str(info.value)
+    assert rule in message
+    if variable != "MEMORYOS_EMBEDDER":  # that rule's text itself says "=openai"
+        assert variable in message
+        assert repr(value) not in message
+    for secret in ("api-secret", "sk-openai-secret", "qdrant-secret"):
+        assert secret not in message
+
+
+def test_keys_are_secret_in_repr_and_usable_in_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, secret in SECRETS.items():
+        monkeypatch.setenv(name, secret)
+    settings = load_settings()
+    shown = repr(settings) + str(settings.model_dump())
+    for secret in ("api-secret", "sk-openai-secret", "qdrant-secret"):
+        assert secret not in shown
+    assert settings.api_key_list == ["api-secret-1", "api-secret-2"]
+    assert settings.openai_key == "sk-openai-secret"
+    assert settings.qdrant_key == "qdrant-secret"
+
+
+def test_keys_set_by_model_copy_still_work() -> None:
+    # evaluation and doctor derive settings with model_copy(update=...), which skips validation
+    copied = load_settings().model_copy(
+        update={"openai_api_key": "sk-x", "api_keys": "a,b", "qdrant_api_key": "q"}
+    )
+    assert (copied.openai_key, copied.api_key_list, copied.qdrant_key) == ("sk-x", ["a", "b"], "q")
