@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from adapters.settings import Settings
 from memory.ids import page_id
 from schemas.codec import dumps
 from schemas.errors import JournalError
@@ -41,6 +42,18 @@ class Journal(Protocol):
     async def forget_user(self, user_id: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+def journal_path(settings: Settings) -> Path:
+    """Where the embedded stack and `memoryos ingest` keep accepted turns until placed."""
+    return settings.data_dir / "journal.sqlite3"
+
+
+def open_journal(settings: Settings, embedded: bool) -> Journal:
+    """The on-disk journal when the broker keeps nothing on disk (or when forced on)."""
+    if settings.journal == "on" or (settings.journal == "auto" and embedded):
+        return SqliteJournal(journal_path(settings))
+    return NoJournal()
 
 
 class NoJournal:

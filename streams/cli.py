@@ -125,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--broker", metavar="URL", help="kafka://host:port (default: the embedded broker's port)"
     )
     ingest.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="the embedded stack's data folder; its journal keeps the turns (default .memoryos)",
+    )
+    ingest.add_argument(
         "--wait", action="store_true", help="then wait until every sent turn is placed in memory"
     )
     ingest.add_argument(

@@ -6,14 +6,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable
-from pathlib import Path
 from typing import Any, Literal
 
 import uvicorn
 from aiokafka import AIOKafkaProducer
 
 from adapters.deps import Deps
-from adapters.journal import Journal, NoJournal, SqliteJournal
+from adapters.journal import Journal, NoJournal, open_journal
 from adapters.settings import Settings
 from adapters.wiring import build_deps, close_deps
 from schemas.errors import ConfigError
@@ -27,11 +26,6 @@ from streams.progress import NO_PROGRESS, Progress
 from streams.reconciler import Reconciler
 
 log = logging.getLogger(__name__)
-
-
-def journal_path(settings: Settings) -> Path:
-    """Where the embedded stack and `memoryos ingest` keep accepted turns until placed."""
-    return settings.data_dir / "journal.sqlite3"
 
 
 class FaustSink:
@@ -117,8 +111,7 @@ class Stack:
         steps.phase("model")
         if self.deps is None:
             self.deps = await build_deps(settings)
-        if settings.journal == "on" or (settings.journal == "auto" and self.broker is not None):
-            self.journal = SqliteJournal(journal_path(settings))
+        self.journal = open_journal(settings, embedded=self.broker is not None)
         # Load the embedding model now, not inside the first request or batch.
         await self.deps.embedder.embed(["memoryos warm-up"])
         bootstrap = self.broker_url.removeprefix("kafka://")

@@ -18,6 +18,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
+from adapters.journal import Journal, NoJournal, open_journal
 from adapters.settings import Settings
 from schemas.codec import decode, dumps
 from schemas.errors import BrokerError, InvalidEvent
@@ -28,6 +29,7 @@ from streams.progress import Progress, amount, open_progress
 
 SHOWN_INVALID = 10  # enough to see what is wrong with a file, not a screen per bad line
 DETAIL_EVERY_LINES = 500
+JOURNAL_CHUNK = 256  # turns journaled per fsynced transaction before they are sent
 
 
 @dataclass
@@ -70,11 +72,21 @@ class Sent:
         return f"{self.lines:,} lines ({rate:,.0f}/s), {self.invalid:,} invalid"
 
 
-async def send_file(path: Path, bootstrap: str, progress: Progress, track: bool = False) -> Sent:
+async def send_file(
+    path: Path,
+    bootstrap: str,
+    progress: Progress,
+    track: bool = False,
+    journal: Journal | None = None,
+) -> Sent:
     """Send every valid line of ``path``; each send is counted when the broker acknowledges it.
 
-    ``track`` keeps the ids of the acknowledged turns, for following them into memory.
+    ``track`` keeps the ids of the acknowledged turns, for following them into memory. With
+    a ``journal`` (the embedded stack's, whose broker keeps nothing on disk) every chunk of
+    turns is on disk before it is sent, so a reported acknowledgement survives a crash.
     """
+    journal = journal or NoJournal()
+    chunk: list[TurnEvent] = []
     report = Sent(path, track=track)
     # No idempotent producer: Tansu does not implement InitProducerId; replays are harmless
     # anyway, because every stage de-duplicates by deterministic ids.
@@ -100,11 +112,14 @@ async def send_file(path: Path, bootstrap: str, progress: Progress, track: bool 
                     report.seconds = time.monotonic() - started
                     progress.detail(report.detail())
                 try:
-                    turn = decode(TurnEvent, line)
+                    chunk.append(decode(TurnEvent, line))
                 except InvalidEvent as exc:
                     report.bad_line(number, str(exc))
                     continue
-                await _send(producer, turn, report, in_flight)
+                if len(chunk) >= JOURNAL_CHUNK:
+                    await _send_chunk(producer, journal, chunk, report, in_flight)
+                    chunk = []
+        await _send_chunk(producer, journal, chunk, report, in_flight)
         # The acknowledgements still to come are counted by their callbacks.
         await asyncio.gather(*in_flight, return_exceptions=True)
     finally:
@@ -112,6 +127,18 @@ async def send_file(path: Path, bootstrap: str, progress: Progress, track: bool 
     report.seconds = time.monotonic() - started
     progress.detail(report.detail())
     return report
+
+
+async def _send_chunk(
+    producer: AIOKafkaProducer,
+    journal: Journal,
+    chunk: list[TurnEvent],
+    report: Sent,
+    in_flight: set[asyncio.Future[Any]],
+) -> None:
+    await journal.append(chunk)  # one fsynced transaction per chunk, not per line
+    for turn in chunk:
+        await _send(producer, turn, report, in_flight)
 
 
 async def _send(
@@ -180,7 +207,13 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     placed: Placed | None = None
     with open_progress("ingest", quiet=args.quiet) as progress:
         bootstrap = broker.removeprefix("kafka://")
-        report = asyncio.run(send_file(args.file, bootstrap, progress, track=args.wait))
+        journal = open_journal(settings, embedded=settings.broker_url is None)
+        try:
+            report = asyncio.run(
+                send_file(args.file, bootstrap, progress, track=args.wait, journal=journal)
+            )
+        finally:
+            journal.close()
         if args.wait and report.acknowledged:
             placed = follow(args, settings, report, progress)
     if report.invalid > SHOWN_INVALID:

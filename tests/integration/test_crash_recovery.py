@@ -10,10 +10,13 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import psutil
 import pytest
 
@@ -106,5 +109,45 @@ async def test_sigkill_of_the_whole_stack_loses_no_acknowledged_turn(tmp_path: P
                 assert sorted(every) == expected, "every acknowledged turn exactly once"
                 assert short == expected[-STM_CAPACITY:], "STM holds the newest 7 pages"
                 assert len(mid) == len(set(mid)) == PER_USER - STM_CAPACITY
+        finally:
+            up.terminate()
+
+
+async def test_sigkill_after_ingest_loses_no_acknowledged_turn(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    lines = [
+        orjson.dumps(turn.model_dump(mode="json"))
+        for user in USERS
+        for turn in make_turns(user, [(f"{user} likes item {i}", f"ok {i}") for i in range(30)])
+    ]
+    source = tmp_path / "turns.jsonl"
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    with FakeOpenAI(latency_s=0.02) as server:
+        up = UpProcess(data, **up_env(server))
+        up.start()
+        await up.wait_ready()
+        result = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "streams.cli", "ingest", str(source), "--data-dir", str(data),
+             "--quiet"],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "MEMORYOS_BROKER_PORT": str(up.broker_port)},
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "acknowledged 90 of 90 turns" in result.stdout
+        kill_everything(up)  # at once: most turns are still in the broker only
+
+        up = UpProcess(data, **up_env(server))
+        up.start()
+        try:
+            await up.wait_ready()
+            for user in USERS:
+
+                async def complete(user: str = user) -> Any:
+                    memory = await up.memory(user)
+                    return memory if len(summary(memory)[2]) >= 30 else None
+
+                memory = await eventually(complete, 240, every_s=1.0)
+                assert sorted(summary(memory)[2]) == [f"t{i:03d}" for i in range(30)]
         finally:
             up.terminate()
