@@ -263,7 +263,7 @@ class MemoryRepository:
             return None
         at = float(points[stone_id]["deleted_at"])
         seen = float(points[seen_id]["through"]) if seen_id in points else float("-inf")
-        return at, seen < at
+        return at, seen < at - 1e-3  # within a millisecond: the same DELETE (float digits)
 
     async def mark_forgotten(self, user_id: str, at: float) -> None:
         """The last stage has purged the user for every DELETE up to ``at``."""

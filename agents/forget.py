@@ -6,14 +6,18 @@ from adapters.repository import MemoryRepository
 from schemas.errors import UnauthorizedForget
 from schemas.records import ForgetUser
 
+# Stores may keep fewer digits of a float than Python (Qdrant Edge keeps about 15), so two
+# times of one DELETE compare equal within a millisecond; DELETE times are in milliseconds.
+SAME_DELETE_S = 1e-3
+
 
 async def check_marker(repo: MemoryRepository, marker: ForgetUser) -> bool:
     """Whether to act on ``marker``: refused without its DELETE's tombstone, skipped (False)
     when a later DELETE's marker follows it anyway."""
     tombstone = await repo.tombstone(marker.user_id)
-    if tombstone is None or marker.at > tombstone[0]:
+    if tombstone is None or marker.at > tombstone[0] + SAME_DELETE_S:
         raise UnauthorizedForget(
             f"no DELETE of {marker.user_id!r} at {marker.at}: forget marker refused",
             field="at",
         )
-    return marker.at == tombstone[0]
+    return marker.at >= tombstone[0] - SAME_DELETE_S

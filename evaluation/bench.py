@@ -28,7 +28,7 @@ from typing import Any
 from adapters.settings import Settings
 from evaluation import bench_report as report
 from evaluation.bench_common import say
-from evaluation.bench_data import embedded_text
+from evaluation.bench_data import SyntheticTurn, embedded_text
 from evaluation.bench_ingest import (
     IngestResult,
     embedder_ceiling,
@@ -96,6 +96,8 @@ async def run_bench(
     say(f"embedder ceiling again: {after:.1f} texts/s")
     ingest.set_ceiling(before, after)
     say(f"ingest: {ingest.turns_per_s:.1f} turns/s ({ingest.ratio_to_ceiling:.0%} of ceiling)")
+    progress.phase("durability cost")
+    durability = await measure_durability(settings, conversations, sizes.seed)
     progress.phase("llm concurrency")
     runs, sequential = await _llm_part(settings, sizes)
     progress.phase("latency")
@@ -111,6 +113,7 @@ async def run_bench(
     )
     progress.phase("report")
     result = assemble(settings, sizes, ingest, runs, sequential, latency)
+    result["durability"] = durability
     result["elapsed_s"] = round(time.perf_counter() - started, 1)
     # other work on the machine skews every figure: say how busy it was
     result["machine"]["load_average_1_5_15_min"] = {
@@ -126,6 +129,30 @@ async def run_bench(
     for problem in failed:
         say(f"store count mismatch: {problem}")
     return 1 if failed or latency.ryw_timeouts else 0
+
+
+DURABLE_CHUNK = 32  # turns per request: the journal commits (and fsyncs) once per request
+
+
+async def measure_durability(
+    settings: Settings, conversations: list[list[SyntheticTurn]], seed: int
+) -> dict[str, Any]:
+    """The same ingest with the turn journal off and on, side by side, as requests of
+    ``DURABLE_CHUNK`` turns: what acknowledged-means-durable costs the embedded stack."""
+    rates = {}
+    for mode in ("off", "on"):
+        run = await measure_ingest(
+            settings.model_copy(update={"journal": mode}), conversations, seed, DURABLE_CHUNK
+        )
+        rates[mode] = run.turns_per_s
+        say(f"durability: journal {mode}: {run.turns_per_s:.1f} turns/s")
+    cost = 1 - rates["on"] / rates["off"] if rates["off"] > 0 else 0.0
+    return {
+        "chunk_turns": DURABLE_CHUNK,
+        "turns_per_s_journal_off": round(rates["off"], 2),
+        "turns_per_s_journal_on": round(rates["on"], 2),
+        "cost_ratio": round(cost, 4),
+    }
 
 
 async def _llm_part(settings: Settings, sizes: Sizes) -> tuple[list[ConcurrencyRun], float]:

@@ -101,8 +101,13 @@ async def warm_up(stack: Stack, settings: Settings, seed: int) -> int:
 
 
 async def measure_ingest(
-    settings: Settings, conversations: list[list[SyntheticTurn]], seed: int
+    settings: Settings,
+    conversations: list[list[SyntheticTurn]],
+    seed: int,
+    chunk: int | None = None,
 ) -> IngestResult:
+    """Every turn through the pipeline; ``chunk`` sends them as requests of that many turns
+    (each one journaled and acknowledged on its own, as the HTTP batch route does)."""
     users, per_user = len(conversations), len(conversations[0]) if conversations else 0
     result = IngestResult(users=users, turns_per_user=per_user)
     async with fresh_stack(settings, prefix="memoryos-bench-") as stack:
@@ -116,7 +121,9 @@ async def measure_ingest(
         say(f"ingest: sending {len(turns)} turns of {users} users through Kafka")
         before, cpu_before = MetricsSnapshot(deps), cpu_seconds()
         started = time.monotonic()
-        await service.add_turns(turns)
+        step = chunk or len(turns) or 1
+        for start in range(0, len(turns), step):
+            await service.add_turns(turns[start : start + step])
         result.send_s = time.monotonic() - started
         placed = await wait_placed(deps, warm + len(turns), 3 + mtm_expected, timeout)
         if placed is None:

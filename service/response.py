@@ -173,7 +173,7 @@ class ResponseService:
         purges what it owns when the marker reaches it, so nothing in flight brings the user
         back. Until the last stage has seen it, reads of the user show nothing.
         """
-        at = self.deps.clock.now()
+        at = round(self.deps.clock.now(), 3)  # milliseconds: what every store keeps exactly
         deleted = await self.deps.repo.forget_user(user_id, at)
         await self.journal.forget_user(user_id)
         marker = ForgetUser(user_id=user_id, at=at)

@@ -13,8 +13,11 @@ from adapters.journal import SqliteJournal
 from adapters.ports import PAGES as PAGE_POINTS
 from adapters.ports import SEGMENTS
 from adapters.repository import LEAVING, MTM, STM
+from agents.forget import check_marker
 from agents.runtime import MAX_RECORD_BYTES
 from schemas.codec import dumps
+from schemas.errors import UnauthorizedForget
+from schemas.records import ForgetUser
 from schemas.topics import DLQ, PAGES, PERSONA, TURNS, user_key
 from schemas.topics import MTM as MTM_TOPIC
 from schemas.turn import TurnEvent
@@ -244,3 +247,14 @@ async def test_merge_racing_eviction_leaves_no_zombie(tmp_path: Path) -> None:
     live = {p for s in segments for p in s.payload["page_ids"]}
     assert {p.id for p in points} <= live
     assert pipeline.topics[DLQ] == []
+
+
+async def test_a_marker_matches_its_tombstone_despite_float_digits_the_store_dropped(
+    pipeline: Pipeline,
+) -> None:
+    repo = pipeline.deps.repo
+    await repo.forget_user("ann", 1796094268.65197)  # what Qdrant Edge gives back
+    assert await check_marker(repo, ForgetUser(user_id="ann", at=1796094268.6519701))
+    assert not await check_marker(repo, ForgetUser(user_id="ann", at=1796094000.0))
+    with pytest.raises(UnauthorizedForget):
+        await check_marker(repo, ForgetUser(user_id="ann", at=1796094999.0))
