@@ -107,6 +107,13 @@ class Settings(BaseSettings):
     )
     batch_size: int = Field(64, ge=1, le=10_000, description="events an agent takes at once")
     batch_timeout_s: float = Field(0.05, gt=0.0, description="longest wait to fill a batch")
+    max_pending_events: int = Field(
+        512,
+        ge=1,
+        le=100_000,
+        description="events a stage has accepted and not finished (users run concurrently, "
+        "each user's events in order); more waits: backpressure on the consumer",
+    )
     dlq_max_attempts: int = Field(3, ge=1, le=100, description="tries before dead-lettering")
     reconcile_interval_s: float = Field(
         60.0,

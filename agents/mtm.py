@@ -12,7 +12,7 @@ from typing import Any
 
 from adapters.deps import Deps, Send
 from adapters.repository import HEAT_DOC, MTM
-from agents.runtime import BatchRunner
+from agents.runtime import BatchRunner, Consumed
 from memory import ids
 from memory.mtm import MidTermState
 from memory.scoring import choose_segment
@@ -54,7 +54,14 @@ class MidTermAgent:
         self.runner = runner
 
     async def process(self, events: Sequence[Any]) -> None:
-        await self.runner.process(events, lambda item: self.apply(item.record.root))
+        """A whole batch, users concurrently (tests, and runs without the dispatcher)."""
+        await self.runner.run(await self.prepare(events), self.handle)
+
+    async def prepare(self, events: Sequence[Any]) -> list[Consumed[Any]]:
+        return await self.runner.decode_batch(events)
+
+    async def handle(self, item: Consumed[Any]) -> None:
+        await self.apply(item.record.root)
 
     async def apply(self, event: MidTermEvent) -> None:
         if isinstance(event, ForgetUser):

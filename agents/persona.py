@@ -8,7 +8,7 @@ from typing import Any
 
 from adapters.deps import Deps, Send
 from adapters.llm.prompts import dialogue_text
-from agents.runtime import BatchRunner
+from agents.runtime import BatchRunner, Consumed
 from memory.persona import FactKind, append_facts, merge_traits
 from schemas.codec import dumps
 from schemas.records import ForgetUser, PersonaApplied, PersonaInput, PersonaJob
@@ -24,7 +24,14 @@ class PersonaAgent:
         self.runner = runner
 
     async def process(self, events: Sequence[Any]) -> None:
-        await self.runner.process(events, lambda item: self.apply(item.record.root))
+        """A whole batch, users concurrently (tests, and runs without the dispatcher)."""
+        await self.runner.run(await self.prepare(events), self.handle)
+
+    async def prepare(self, events: Sequence[Any]) -> list[Consumed[Any]]:
+        return await self.runner.decode_batch(events)
+
+    async def handle(self, item: Consumed[Any]) -> None:
+        await self.apply(item.record.root)
 
     async def apply(self, event: PersonaJob | ForgetUser) -> None:
         if isinstance(event, ForgetUser):

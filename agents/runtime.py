@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -151,12 +152,6 @@ class BatchRunner(Generic[Record]):
         self.metrics = metrics
         self.policy = policy
 
-    async def process(
-        self, events: Sequence[Any], handle: Callable[[Consumed[Record]], Awaitable[None]]
-    ) -> None:
-        """Decode a batch and apply ``handle`` per user in order: most stages' whole body."""
-        await self.run(await self.decode_batch(events), handle)
-
     async def decode_batch(self, events: Sequence[Any]) -> list[Consumed[Record]]:
         """Decode a batch; malformed or oversized records go straight to the dead letters."""
         self.metrics.batch_size.labels(stage=self.stage).observe(len(events))
@@ -238,3 +233,61 @@ class BatchRunner(Generic[Record]):
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+class KeyedDispatcher:
+    """Key-ordered concurrency: one user's events strictly in order, users independent.
+
+    The model is Confluent's Parallel Consumer in key order. A batch no longer waits for its
+    slowest user: each user has a queue drained by a task of its own, so a slow LLM call
+    holds back only that user. ``max_pending`` bounds the events accepted and not finished
+    (backpressure on the consumer). Offsets stay safe because each event is acknowledged to
+    Faust only when finished, and Faust commits a partition only up to its first gap.
+    """
+
+    def __init__(self, max_pending: int) -> None:
+        self._slots = asyncio.Semaphore(max_pending)
+        self._queues: dict[str, deque[Callable[[], Awaitable[None]]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def pending_users(self) -> int:
+        return len(self._queues)
+
+    async def submit(self, key: str, work: Callable[[], Awaitable[None]]) -> None:
+        await self._slots.acquire()
+        queue = self._queues.get(key)
+        if queue is not None:
+            queue.append(work)  # behind the user's earlier events
+            return
+        self._queues[key] = deque([work])
+        task = asyncio.create_task(self._drain(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _drain(self, key: str) -> None:
+        queue = self._queues[key]
+        try:
+            while queue:
+                try:
+                    await queue[0]()
+                except Exception:
+                    # The runner dead-letters every failure; reaching here is a bug, and it
+                    # must not strand the rest of this user's queue.
+                    log.exception("unexpected error in the work of %r", key)
+                finally:
+                    queue.popleft()
+                    self._slots.release()
+        finally:
+            # No await between the empty check and this: a submit cannot slip in between.
+            del self._queues[key]
+
+    async def join(self) -> None:
+        """Wait until everything submitted so far is finished."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 from adapters.deps import Deps, Send
 from adapters.repository import LEAVING, STM
-from agents.runtime import BatchRunner
+from agents.runtime import BatchRunner, Consumed
 from memory.stm import push_page
 from schemas.codec import dumps
 from schemas.records import EvictedPage, ForgetUser, Page, PageEvent, PageInput
@@ -30,7 +30,14 @@ class ShortTermAgent:
         self.runner = runner
 
     async def process(self, events: Sequence[Any]) -> None:
-        await self.runner.process(events, lambda item: self.apply(item.record.root))
+        """A whole batch, users concurrently (tests, and runs without the dispatcher)."""
+        await self.runner.run(await self.prepare(events), self.handle)
+
+    async def prepare(self, events: Sequence[Any]) -> list[Consumed[Any]]:
+        return await self.runner.decode_batch(events)
+
+    async def handle(self, item: Consumed[Any]) -> None:
+        await self.apply(item.record.root)
 
     async def apply(self, event: PageEvent | ForgetUser) -> None:
         if isinstance(event, ForgetUser):

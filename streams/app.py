@@ -8,6 +8,7 @@ No module holds a global app; `create_app` can build several, each with its own 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -20,7 +21,7 @@ from agents.chain import ChainAgent
 from agents.mtm import MidTermAgent
 from agents.persona import PersonaAgent
 from agents.policy import ErrorPolicy, default_policy
-from agents.runtime import BatchRunner, DeadLetterSink
+from agents.runtime import BatchRunner, Consumed, DeadLetterSink, KeyedDispatcher
 from agents.stm import ShortTermAgent
 from schemas.codec import decode, decode_turn_input
 from schemas.records import MidTermInput, PageInput, PersonaInput
@@ -28,10 +29,13 @@ from schemas.topics import DLQ, MTM, PAGES, PERSONA, PIPELINE_TOPICS, TURNS
 from streams.faust_transport import ShortWaitApp
 
 
-class BatchProcessor(Protocol):
+class Stage(Protocol):
     stage: str
+    runner: BatchRunner[Any]
 
-    async def process(self, events: Sequence[Any]) -> None: ...
+    async def prepare(self, events: Sequence[Any]) -> list[Consumed[Any]]: ...
+
+    async def handle(self, item: Consumed[Any]) -> None: ...
 
 
 @dataclass
@@ -88,7 +92,7 @@ def create_app(
     def by_root(record: Any) -> str:
         return str(record.root.user_id)
 
-    stages: list[tuple[str, BatchProcessor]] = [
+    stages: list[tuple[str, Stage]] = [
         (
             TURNS,
             ChainAgent(
@@ -130,14 +134,40 @@ def create_app(
     return MemoryApp(app, topics, settings)
 
 
-def _attach(app: faust.App, channel: Any, processor: BatchProcessor, settings: Settings) -> None:
-    """Run ``processor`` over batches of ``channel`` as one agent (concurrency 1: issue 606)."""
+def _attach(app: faust.App, channel: Any, stage: Stage, settings: Settings) -> None:
+    """Run ``stage`` over ``channel`` as one agent (concurrency 1: faust-streaming issue 606),
+    with key-ordered concurrency inside it.
+
+    Batches are only the unit of decoding (and of the chain stage's embedding); each event
+    then goes to its user's queue, and is acknowledged to Faust when finished, not when the
+    next batch is taken: ``incref`` keeps ``take_events``' own ack from being the last one.
+    """
+    runner = stage.runner
 
     async def agent(stream: Any) -> None:
-        async for events in stream.take_events(
-            settings.batch_size, within=settings.batch_timeout_s
-        ):
-            await processor.process(events)
+        dispatcher = KeyedDispatcher(settings.max_pending_events)
+        try:
+            async for events in stream.take_events(
+                settings.batch_size, within=settings.batch_timeout_s
+            ):
+                for event in events:
+                    event.message.incref()
+                items = await stage.prepare(events)
+                prepared = {id(item.source.event) for item in items}
+                for event in events:
+                    if id(event) not in prepared:  # dead-lettered while decoding
+                        event.ack()
+                for item in items:
+                    await dispatcher.submit(
+                        runner.user_of(item.record), functools.partial(_finish, stage, item)
+                    )
+        finally:
+            await dispatcher.close()
 
-    agent.__name__ = agent.__qualname__ = f"memoryos_{processor.stage}"
-    app.agent(channel, name=f"memoryos.{processor.stage}")(agent)
+    agent.__name__ = agent.__qualname__ = f"memoryos_{stage.stage}"
+    app.agent(channel, name=f"memoryos.{stage.stage}")(agent)
+
+
+async def _finish(stage: Stage, item: Consumed[Any]) -> None:
+    await stage.runner.run_one(item, stage.handle)
+    item.source.event.ack()  # processed or dead-lettered: now its offset may be committed

@@ -1,0 +1,76 @@
+"""Key-ordered concurrency: one key in order, keys independent, pending work bounded."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agents.runtime import KeyedDispatcher
+
+
+async def test_one_key_in_order_keys_concurrently_and_a_slow_key_holds_back_only_itself() -> (
+    None
+):
+    dispatcher = KeyedDispatcher(max_pending=100)
+    log: list[tuple[str, int, str]] = []
+    slow_release = asyncio.Event()
+
+    def work(key: str, index: int) -> object:
+        async def run() -> None:
+            log.append((key, index, "start"))
+            if key == "slow" and index == 0:
+                await slow_release.wait()
+            await asyncio.sleep(0)
+            log.append((key, index, "end"))
+
+        return run
+
+    for index in range(3):
+        for key in ("slow", "fast"):
+            await dispatcher.submit(key, work(key, index))  # type: ignore[arg-type]
+    for _ in range(20):
+        await asyncio.sleep(0)
+    # The fast key finished while the slow one is still inside its first event.
+    assert [e for e in log if e[0] == "fast" and e[2] == "end"] == [
+        ("fast", 0, "end"),
+        ("fast", 1, "end"),
+        ("fast", 2, "end"),
+    ]
+    assert ("slow", 1, "start") not in log
+    slow_release.set()
+    await dispatcher.join()
+    slow = [(i, what) for key, i, what in log if key == "slow"]
+    assert slow == [(0, "start"), (0, "end"), (1, "start"), (1, "end"), (2, "start"), (2, "end")]
+    assert dispatcher.pending_users == 0
+
+
+async def test_submit_waits_when_too_much_is_pending() -> None:
+    dispatcher = KeyedDispatcher(max_pending=2)
+    release = asyncio.Event()
+
+    async def blocked() -> None:
+        await release.wait()
+
+    await dispatcher.submit("a", blocked)
+    await dispatcher.submit("b", blocked)
+    third = asyncio.create_task(dispatcher.submit("c", blocked))
+    await asyncio.sleep(0.01)
+    assert not third.done(), "a third event waits for a free slot"
+    release.set()
+    await third
+    await dispatcher.join()
+
+
+async def test_a_failing_event_does_not_stop_its_key() -> None:
+    dispatcher = KeyedDispatcher(max_pending=10)
+    done: list[int] = []
+
+    async def boom() -> None:
+        raise RuntimeError("escaped the runner")
+
+    async def fine() -> None:
+        done.append(1)
+
+    await dispatcher.submit("k", boom)
+    await dispatcher.submit("k", fine)
+    await dispatcher.join()
+    assert done == [1]
