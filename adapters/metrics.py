@@ -41,6 +41,12 @@ class Metrics:
             ["stage", "reason"],
             registry=r,
         )
+        self.produced_bytes = Counter(
+            "memoryos_produced_bytes",
+            "Bytes of record values sent to each pipeline topic (table changelogs not included)",
+            ["topic"],
+            registry=r,
+        )
         self.transitions = Counter(
             "memoryos_memory_transitions",
             "Memory tier transitions (stm_in, stm_to_mtm, segment_created, segment_merged, "

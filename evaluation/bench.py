@@ -225,6 +225,8 @@ def assemble(
             "placed_s": round(ingest.placed_s, 2),
             "idle_s": round(ingest.idle_s, 2),
             "cpu_cores_used": round(ingest.cpu_cores_used, 2),
+            "bytes_per_turn_by_topic": ingest.bytes_per_turn,
+            "bytes_per_turn": round(sum(ingest.bytes_per_turn.values()), 1),
             "busy_s": {k: round(v, 2) for k, v in busy.items()},
             "stage_events": ingest.stage_events,
             "verified": not ingest.mismatched,

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import faust
 
-from adapters.deps import Deps
+from adapters.deps import Deps, Send
 from adapters.settings import Settings
 from agents.chain import ChainAgent
 from agents.mtm import MidTermAgent
@@ -44,8 +44,10 @@ class MemoryApp:
     topics: dict[str, faust.TopicT]
     settings: Settings
 
+    senders: dict[str, Send]
+
     async def send(self, topic: str, key: bytes, value: bytes) -> None:
-        await self.topics[topic].send(key=key, value=value)
+        await self.senders[topic](key=key, value=value)
 
 
 def create_app(
@@ -75,9 +77,10 @@ def create_app(
         for name in (*PIPELINE_TOPICS, DLQ)
     }
     policy = policy or default_policy(settings.dlq_max_attempts)
+    senders = {name: _counted(topic, deps) for name, topic in topics.items()}
 
     def runner(stage: str, decoder: Any, user_of: Any) -> BatchRunner[Any]:
-        sink = DeadLetterSink(stage, topics[DLQ].send, deps.metrics)
+        sink = DeadLetterSink(stage, senders[DLQ], deps.metrics)
         return BatchRunner(stage, decoder, user_of, sink, deps.metrics, policy)
 
     def table(name: str) -> Any:
@@ -98,7 +101,7 @@ def create_app(
             ChainAgent(
                 deps,
                 table("chain-tails"),
-                topics[PAGES].send,
+                senders[PAGES],
                 runner("chain", decode_turn_input, lambda r: r.user_id),
             ),
         ),
@@ -107,7 +110,7 @@ def create_app(
             ShortTermAgent(
                 deps,
                 table("stm-windows"),
-                topics[MTM].send,
+                senders[MTM],
                 runner("stm", lambda raw: decode(PageInput, raw), by_root),
             ),
         ),
@@ -116,7 +119,7 @@ def create_app(
             MidTermAgent(
                 deps,
                 table("mtm-heat"),
-                topics[PERSONA].send,
+                senders[PERSONA],
                 runner("mtm", lambda raw: decode(MidTermInput, raw), by_root),
             ),
         ),
@@ -124,14 +127,25 @@ def create_app(
             PERSONA,
             PersonaAgent(
                 deps,
-                topics[MTM].send,
+                senders[MTM],
                 runner("persona", lambda raw: decode(PersonaInput, raw), by_root),
             ),
         ),
     ]
     for topic, stage in stages:
         _attach(app, topics[topic], stage, settings)
-    return MemoryApp(app, topics, settings)
+    return MemoryApp(app, topics, settings, senders)
+
+
+def _counted(topic: Any, deps: Deps) -> Send:
+    """The topic's send, counting the bytes it puts on the broker (bench: bytes per turn)."""
+    counter = deps.metrics.produced_bytes.labels(topic=topic.get_topic_name())
+
+    async def send(key: bytes | None, value: bytes, headers: Any = None) -> Any:
+        counter.inc(len(value))
+        return await topic.send(key=key, value=value, headers=headers)
+
+    return send
 
 
 def _attach(app: faust.App, channel: Any, stage: Stage, settings: Settings) -> None:

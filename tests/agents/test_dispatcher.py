@@ -7,9 +7,7 @@ import asyncio
 from agents.runtime import KeyedDispatcher
 
 
-async def test_one_key_in_order_keys_concurrently_and_a_slow_key_holds_back_only_itself() -> (
-    None
-):
+async def test_one_key_in_order_keys_concurrently_and_a_slow_key_holds_back_only_itself() -> None:
     dispatcher = KeyedDispatcher(max_pending=100)
     log: list[tuple[str, int, str]] = []
     slow_release = asyncio.Event()

@@ -82,3 +82,28 @@ def test_published_schema_accepts_what_the_model_accepts() -> None:
     jsonschema.validate(turn(assistant_id="bot", channel="web", meta={"a": 1}), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(turn(user_id="bad id"), schema)
+
+
+def test_a_page_vector_travels_as_float32_base64_and_comes_back() -> None:
+    import random
+    from datetime import UTC, datetime
+
+    from schemas.records import ChainLink, Page, PageEvent
+
+    vector = [random.uniform(-1, 1) for _ in range(384)]
+    page = Page(
+        page_id="p",
+        user_id="u",
+        turn_id="t",
+        query="q",
+        response="r",
+        timestamp=datetime(2024, 1, 1, tzinfo=UTC),
+        chain=ChainLink(chain_id="p"),
+        vector=vector,
+    )
+    raw = dumps(PageEvent(page=page))
+    assert len(raw) < 2_400  # 384 JSON floats alone took about 8 KB
+    back = decode(PageEvent, raw).page.vector
+    assert back is not None
+    assert max(abs(a - b) for a, b in zip(vector, back, strict=True)) < 1e-6
+    assert page.model_dump()["vector"] == vector  # Python-side dumps keep the list
