@@ -107,6 +107,15 @@ class Settings(BaseSettings):
     )
     batch_size: int = Field(64, ge=1, le=10_000, description="events an agent takes at once")
     batch_timeout_s: float = Field(0.05, gt=0.0, description="longest wait to fill a batch")
+    query_batch_window_ms: float = Field(
+        2.0,
+        ge=0.0,
+        le=1000.0,
+        description="how long a retrieve's query embedding waits for others to share one call",
+    )
+    query_batch_max: int = Field(
+        64, ge=1, le=4096, description="most query texts embedded in one shared call"
+    )
     max_pending_events: int = Field(
         512,
         ge=1,

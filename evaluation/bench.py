@@ -268,6 +268,7 @@ def assemble(
             "mid_term_pages_per_call": round(latency.mid_term_hits, 2),
             "background_during_calls": {k: round(v, 2) for k, v in latency.background.items()},
         },
+        "retrieve_concurrency": latency.concurrent,
         "respond": {**summary["respond"], "calls": len(latency.respond_s), "llm": "offline"},
         "read_your_writes_ms": {
             **summary["read_your_writes_ms"],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -53,6 +54,7 @@ class LatencyResult:
     mid_term_hits: float = 0.0  # mean MTM pages returned per retrieve
     # what the retrievals set off in the worker of the same process while they were timed
     background: dict[str, float] = field(default_factory=dict)
+    concurrent: list[dict[str, float]] = field(default_factory=list)  # one row per caller count
 
     def summary(self) -> dict[str, Any]:
         ryw = percentiles_ms(self.ryw_s)
@@ -142,12 +144,44 @@ async def _time_calls(
         hits += len(memory.mid_term)
     result.distinct_queries = len(queries)
     result.mid_term_hits = hits / max(1, retrieves)
+    for callers in CONCURRENT_CALLERS:
+        calls = max(retrieves, 4 * callers)
+        say(f"latency: {calls} retrieves, {callers} concurrent callers")
+        result.concurrent.append(await _concurrent_retrieves(service, pick, callers, calls))
     say(f"latency: {responds} responds (offline LLM), one at a time")
     for _ in range(responds):
         user, query = pick()
         started = time.perf_counter()
         await service.respond(user, query)
         result.respond_s.append(time.perf_counter() - started)
+
+
+CONCURRENT_CALLERS = (1, 4, 16, 64)
+
+
+async def _concurrent_retrieves(
+    service: ResponseService, pick: Callable[[], tuple[str, str]], callers: int, calls: int
+) -> dict[str, float]:
+    """``calls`` retrieves from ``callers`` concurrent callers: throughput and latency."""
+    todo = [pick() for _ in range(calls)]
+    latencies: list[float] = []
+
+    async def caller() -> None:
+        while todo:
+            user, query = todo.pop()
+            started = time.perf_counter()
+            await service.retrieve(user, query)
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    elapsed = time.perf_counter() - started
+    return {
+        "callers": callers,
+        "calls": calls,
+        "retrieves_per_s": round(calls / elapsed, 1) if elapsed > 0 else 0.0,
+        **percentiles_ms(latencies),
+    }
 
 
 async def _read_your_writes(

@@ -19,6 +19,7 @@ GOAL_INGEST_RATIO = 0.70
 GOAL_BOUND_RATIO = 0.50
 GOAL_SPEEDUP = 20.0
 GOAL_RETRIEVE_P99_MS = 30.0
+GOAL_CONCURRENT_RPS, GOAL_CONCURRENT_P99_MS, GOAL_SCALING = 100.0, 200.0, 2.5  # at 16 callers
 GOAL_DURABLE_COST = 0.10  # the issue: durability may cost at most 10% of ingest throughput
 GOAL_SIZE = (1000, 300)  # users x turns each: the size the retrieve goal is stated for
 
@@ -52,6 +53,17 @@ def goals(result: dict[str, Any]) -> list[dict[str, Any]]:
                          f"{GOAL_SIZE[0]} users x {GOAL_SIZE[1]} turns{note}",
                  "value": f"{retrieve['p99_ms']:.1f} ms",
                  "met": retrieve["p99_ms"] <= GOAL_RETRIEVE_P99_MS})  # fmt: skip
+    by_callers = {row["callers"]: row for row in result.get("retrieve_concurrency", [])}
+    if 1 in by_callers and 16 in by_callers:
+        one, sixteen = by_callers[1], by_callers[16]
+        scale = sixteen["retrieves_per_s"] / one["retrieves_per_s"] if one["retrieves_per_s"] else 0
+        rate, p99 = sixteen["retrieves_per_s"], sixteen["p99_ms"]
+        rows.append({"goal": f"16 concurrent callers: >= {GOAL_CONCURRENT_RPS:.0f} retrieves/s, "
+                             f"p99 <= {GOAL_CONCURRENT_P99_MS:.0f} ms, >= {GOAL_SCALING}x 1 caller",
+                     "value": f"{rate:.0f}/s, p99 {p99:.0f} ms, {scale:.1f}x",
+                     "met": sixteen["retrieves_per_s"] >= GOAL_CONCURRENT_RPS
+                     and sixteen["p99_ms"] <= GOAL_CONCURRENT_P99_MS
+                     and scale >= GOAL_SCALING})  # fmt: skip
     durable = result.get("durability")
     if durable:
         rows.append({"goal": f"the turn journal costs <= {GOAL_DURABLE_COST:.0%} of ingest "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable
 from typing import Any, Literal
@@ -12,6 +13,7 @@ import uvicorn
 from aiokafka import AIOKafkaProducer
 
 from adapters.deps import Deps
+from adapters.embedders.batching import MicroBatchingEmbedder
 from adapters.journal import Journal, NoJournal, open_journal
 from adapters.settings import Settings
 from adapters.wiring import build_deps, close_deps
@@ -119,11 +121,11 @@ class Stack:
         if self.role == "service":
             self._kafka_sink = KafkaSink(bootstrap)
             await self._kafka_sink.start()
-            self.service = ResponseService(self.deps, self._kafka_sink, self.journal)
+            self.service = ResponseService(self._service_deps(), self._kafka_sink, self.journal)
         else:
             self.memory_app = create_app(settings, self.deps, self.broker_url)
             sink = FaustSink(self.memory_app)
-            self.service = ResponseService(self.deps, sink, self.journal)
+            self.service = ResponseService(self._service_deps(), sink, self.journal)
             await self.memory_app.app.start()
             self.reconciler = Reconciler(self.deps.repo, self.journal, sink.send)
             await self.reconciler.start()
@@ -144,6 +146,16 @@ class Stack:
             self.deps.llm.backend,
             settings.store,
         )
+
+    def _service_deps(self) -> Deps:
+        """The service's dependencies: its query embeddings are micro-batched, so concurrent
+        retrieves share one embedding call (the stages batch their own)."""
+        assert self.deps is not None
+        settings = self.settings
+        batching = MicroBatchingEmbedder(
+            self.deps.embedder, settings.query_batch_window_ms / 1000, settings.query_batch_max
+        )
+        return dataclasses.replace(self.deps, embedder=batching)
 
     async def _start_http(self) -> None:
         assert self.service is not None
