@@ -39,6 +39,7 @@ from evaluation.bench_latency import LatencyResult, measure_latency
 from evaluation.bench_llm import (
     ConcurrencyRun,
     FakeLLMServer,
+    llm_cost,
     measure_concurrency,
     sequential_baseline,
 )
@@ -55,6 +56,7 @@ class Sizes:
     llm_users_per_slot: int  # users = C x this, so C calls can be in flight
     llm_turns: int
     sequential_turns: int
+    single_user_turns: int
     latency_users: int
     latency_turns: int
     segments_per_user: int
@@ -64,8 +66,8 @@ class Sizes:
     seed: int = 20250606
 
 
-FULL = Sizes("full", 64, 50, 200, (8, 32, 64), 2, 25, 10, 1000, 300, 30, 2000, 500, 50)
-QUICK = Sizes("quick", 16, 25, 200, (8, 32), 1, 15, 5, 50, 100, 10, 500, 100, 20)
+FULL = Sizes("full", 64, 50, 200, (8, 32, 64, 128), 2, 25, 10, 200, 1000, 300, 30, 2000, 500, 50)
+QUICK = Sizes("quick", 16, 25, 200, (8, 32), 1, 15, 5, 40, 50, 100, 10, 500, 100, 20)
 
 
 def main(args: argparse.Namespace, settings: Settings, progress: Progress = NO_PROGRESS) -> int:
@@ -99,7 +101,8 @@ async def run_bench(
     progress.phase("durability cost")
     durability = await measure_durability(settings, conversations, sizes.seed)
     progress.phase("llm concurrency")
-    runs, sequential = await _llm_part(settings, sizes)
+    singles: list[ConcurrencyRun] = []
+    runs, sequential = await _llm_part(settings, sizes, singles)
     progress.phase("latency")
     latency = await measure_latency(
         settings,
@@ -114,6 +117,15 @@ async def run_bench(
     progress.phase("report")
     result = assemble(settings, sizes, ingest, runs, sequential, latency)
     result["durability"] = durability
+    if runs:
+        result["llm_cost"] = llm_cost(runs[-1])
+    for single in singles:
+        result["single_user"] = {
+            "latency_ms": sizes.llm_latency_ms,
+            "turns": single.turns,
+            "turns_per_s": round(single.turns_per_s, 3),
+            "calls_per_turn": round(single.calls_per_turn, 3),
+        }
     result["elapsed_s"] = round(time.perf_counter() - started, 1)
     # other work on the machine skews every figure: say how busy it was
     result["machine"]["load_average_1_5_15_min"] = {
@@ -155,7 +167,9 @@ async def measure_durability(
     }
 
 
-async def _llm_part(settings: Settings, sizes: Sizes) -> tuple[list[ConcurrencyRun], float]:
+async def _llm_part(
+    settings: Settings, sizes: Sizes, runs_single: list[ConcurrencyRun]
+) -> tuple[list[ConcurrencyRun], float]:
     server = await asyncio.to_thread(FakeLLMServer(sizes.llm_latency_ms / 1000.0).start)
     try:
         runs = []
@@ -174,6 +188,12 @@ async def _llm_part(settings: Settings, sizes: Sizes) -> tuple[list[ConcurrencyR
         for run in runs:
             for task, count in run.by_task.items():
                 mix[task] = mix.get(task, 0.0) + count / turns
+        say(f"single user: {sizes.single_user_turns} turns of one user")
+        single = await measure_concurrency(
+            settings, server, sizes.llm_concurrency[-1], 1, sizes.single_user_turns, sizes.seed
+        )
+        runs_single.append(single)
+        say(f"single user: {single.turns_per_s:.2f} turns/s")
         say(f"sequential baseline: {sizes.sequential_turns} turns, calls in series")
         sequential = await sequential_baseline(
             settings, server, mix, sizes.sequential_turns, sizes.seed

@@ -26,6 +26,7 @@ from typing import IO, Any
 from adapters.llm.openai_llm import OpenAILLM
 from adapters.settings import Settings
 from evaluation.bench_common import (
+    MetricsSnapshot,
     cpu_seconds,
     parts,
     say,
@@ -156,6 +157,7 @@ class ConcurrencyRun:
     cpu_cores_used: float = 0.0  # this process and its children, the fake LLM server included
     errors: int = 0
     by_task: dict[str, int] = field(default_factory=dict)
+    tokens_by_task: dict[str, dict[str, float]] = field(default_factory=dict)  # prompt/completion
     mismatched: list[str] = field(default_factory=list)
 
 
@@ -183,6 +185,7 @@ async def measure_concurrency(
         say(f"llm C={concurrency}: {len(turns)} turns of {users} users, "
             f"{server.latency_s * 1000:.0f} ms per LLM call")  # fmt: skip
         started, cpu_before = time.monotonic(), cpu_seconds()
+        tokens_before = MetricsSnapshot(deps)
         await service.add_turns(turns)
         placed = await wait_placed(deps, warm + len(turns), 3 + mtm_expected, timeout)
         if placed is None:
@@ -191,6 +194,7 @@ async def measure_concurrency(
         cpu_used = cpu_seconds() - cpu_before
         idle_at = time.monotonic()
         stats = await server.stats()
+        run.tokens_by_task = _tokens(tokens_before, MetricsSnapshot(deps))
         run.mismatched = await verify_counts(
             deps, {c[0].turn.user_id: len(c) for c in conversations}, stm
         )
@@ -209,6 +213,40 @@ async def measure_concurrency(
         run.bound_turns_per_s = concurrency / (server.latency_s * run.calls_per_turn)
         run.bound_ratio = run.turns_per_s / run.bound_turns_per_s
     return run
+
+
+def _tokens(before: MetricsSnapshot, after: MetricsSnapshot) -> dict[str, dict[str, float]]:
+    """Tokens spent per task and kind between two snapshots (the OpenAI adapter counts them)."""
+    spent: dict[str, dict[str, float]] = {}
+    for (name, labels), value in after.values.items():
+        if name != "memoryos_llm_tokens_total":
+            continue
+        label = dict(labels)
+        used = value - before.values.get((name, labels), 0.0)
+        spent.setdefault(label["task"], {"prompt": 0.0, "completion": 0.0})[label["kind"]] += used
+    return spent
+
+
+def llm_cost(run: ConcurrencyRun) -> dict[str, object]:
+    """Calls and tokens per turn, in all and per task, as bench.json reports them."""
+    per_turn = max(1, run.turns)
+    by_task: dict[str, object] = {}
+    prompt = completion = 0.0
+    for task in sorted(set(run.by_task) | set(run.tokens_by_task)):
+        tokens = run.tokens_by_task.get(task, {"prompt": 0.0, "completion": 0.0})
+        prompt, completion = prompt + tokens["prompt"], completion + tokens["completion"]
+        by_task[task] = {
+            "calls_per_turn": round(run.by_task.get(task, 0) / per_turn, 3),
+            "tokens_per_turn": {k: round(v / per_turn, 1) for k, v in tokens.items()},
+        }
+    return {
+        "calls_per_turn": round(run.calls_per_turn, 3),
+        "tokens_per_turn": {
+            "prompt": round(prompt / per_turn, 1),
+            "completion": round(completion / per_turn, 1),
+        },
+        "by_task": by_task,
+    }
 
 
 def plan_calls(per_turn: dict[str, float], turns: int) -> list[str]:

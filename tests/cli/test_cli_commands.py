@@ -205,7 +205,7 @@ def test_bench_reports_each_phase(
 ) -> None:
     from evaluation import bench
 
-    tiny = bench.Sizes("tiny", 3, 10, 20, (4,), 1, 9, 2, 4, 20, 3, 20, 5, 2)
+    tiny = bench.Sizes("tiny", 3, 10, 20, (4,), 1, 9, 2, 9, 4, 20, 3, 20, 5, 2)
     monkeypatch.setattr(bench, "QUICK", tiny)  # --quick, only smaller
     monkeypatch.setenv("MEMORYOS_CONSUMER_REBALANCE_TIMEOUT_S", "1")
     assert main(["bench", "--quick", "--out", str(tmp_path / "bench")]) == 0

@@ -27,6 +27,7 @@ TINY = Sizes(
     llm_users_per_slot=1,
     llm_turns=9,
     sequential_turns=2,
+    single_user_turns=9,
     latency_users=4,
     latency_turns=20,
     segments_per_user=3,
@@ -53,6 +54,13 @@ SHAPE: dict[str, dict[str, Any]] = {
     },
     "respond": {"p50_ms": float, "p95_ms": float, "p99_ms": float},
     "read_your_writes_ms": {"p50": float, "p99": float},
+    "durability": {
+        "turns_per_s_journal_off": float,
+        "turns_per_s_journal_on": float,
+        "cost_ratio": float,
+    },
+    "llm_cost": {"calls_per_turn": float, "tokens_per_turn": dict, "by_task": dict},
+    "single_user": {"turns": int, "turns_per_s": float},
 }
 
 
@@ -100,7 +108,7 @@ def test_plan_calls_follows_the_measured_mix() -> None:
 
 @pytest.mark.integration
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)
 async def test_bench_writes_its_report(tmp_path: Path) -> None:
     settings = load_settings(consumer_rebalance_timeout_s=1.0)
     out = tmp_path / "bench"
@@ -118,6 +126,11 @@ async def test_bench_writes_its_report(tmp_path: Path) -> None:
     assert result["retrieve"]["users"] == TINY.latency_users
     assert result["retrieve"]["seeded"] is True
     assert result["sizes"]["name"] == "tiny"
+    callers = [row["callers"] for row in result["retrieve_concurrency"]]
+    assert callers == [1, 4, 16, 64]
+    assert result["llm_cost"]["tokens_per_turn"]["prompt"] > 0  # the fake server counts words
+    assert set(result["llm_cost"]["by_task"]) >= {"continuity", "topics"}
+    assert result["ingest"]["bytes_per_turn"] > 0
     markdown = (out / "bench.md").read_text()
     assert "seeded, not ingested" in markdown
     for png in (THROUGHPUT_PNG, LATENCY_PNG):
