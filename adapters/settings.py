@@ -116,6 +116,17 @@ class Settings(BaseSettings):
     query_batch_max: int = Field(
         64, ge=1, le=4096, description="most query texts embedded in one shared call"
     )
+    continuity_llm: Literal["always", "unclear"] = Field(
+        "always",
+        description="ask the LLM whether a page continues its chain: always (the paper), or "
+        "only when the embedding and keyword signals are unclear (fewer LLM calls)",
+    )
+    continuity_clear_low: float = Field(
+        0.15, ge=-1.0, le=1.0, description="at or below: clearly a new chain (without the LLM)"
+    )
+    continuity_clear_high: float = Field(
+        0.6, ge=-1.0, le=1.0, description="at or above: clearly the same chain (without the LLM)"
+    )
     max_pending_events: int = Field(
         512,
         ge=1,

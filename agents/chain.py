@@ -7,9 +7,11 @@ from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from adapters.deps import Deps, Send
+from adapters.llm.extractive import Line, dialogue_lines, summarize, tokens
 from agents.forget import check_marker
 from agents.runtime import BatchRunner, Consumed
-from memory.chain import link_page, page_from_turn
+from memory.chain import ContinuityVerdict, clear_continuity, link_page, page_from_turn
+from memory.scoring import cosine, jaccard
 from schemas.codec import dumps
 from schemas.records import ForgetUser, Page, PageEvent
 from schemas.topics import user_key
@@ -75,12 +77,38 @@ class ChainAgent:
         stored = await self.deps.repo.page_tiers([page.page_id])
         if page.page_id in stored:
             return  # a replayed turn whose page is already in memory
-        verdict = await self.deps.llm.continuity(tail, page)
+        verdict = self._settled_without_llm(tail, page) or await self.deps.llm.continuity(
+            tail, page
+        )
         linked = link_page(tail, page, verdict).model_copy(
             update={"seq": (tail.seq + 1) if tail else 1}
         )
         await self.send_page(key=user_key(page.user_id), value=dumps(PageEvent(page=linked)))
         self.tails[page.user_id] = linked.model_dump(mode="json")
+
+    def _settled_without_llm(self, tail: Page | None, page: Page) -> ContinuityVerdict | None:
+        """With ``MEMORYOS_CONTINUITY_LLM=unclear``: decide clear cases from the signals, and
+        write the chain summary extractively, as the offline backend does."""
+        settings = self.deps.settings
+        if settings.continuity_llm == "always":
+            return None
+        lines = dialogue_lines(page.text)
+        if tail is None:
+            return ContinuityVerdict(False, summarize(lines) or page.query[:200])
+        if tail.vector is None or page.vector is None:
+            return None
+        continues = clear_continuity(
+            cosine(tail.vector, page.vector),
+            jaccard(tokens(tail.text), tokens(page.text)),
+            settings.continuity_clear_low,
+            settings.continuity_clear_high,
+        )
+        if continues is None:
+            return None
+        history = [Line("", tail.chain.summary)] if continues and tail.chain.summary else []
+        summary = summarize([*history, *lines], limit=2) or page.query[:200]
+        self.deps.metrics.transitions.labels(transition="continuity_without_llm").inc()
+        return ContinuityVerdict(continues, summary)
 
     async def forget(self, marker: ForgetUser) -> None:
         """The first stage checks the marker against the DELETE's tombstone, then passes it on:

@@ -63,3 +63,18 @@ def link_page(previous: Page | None, current: Page, verdict: ContinuityVerdict) 
     else:
         chain = ChainLink(chain_id=current.page_id, summary=verdict.summary)
     return current.model_copy(update={"chain": chain})
+
+
+def clear_continuity(cosine: float, overlap: float, low: float, high: float) -> bool | None:
+    """Continuity the embedding and keyword signals settle without asking the LLM.
+
+    The score is the mean of the two pages' cosine and their content-word Jaccard: at or
+    above ``high`` the page clearly continues the chain, at or below ``low`` it clearly
+    starts a new one, and in between (None) only the LLM can tell.
+    """
+    score = (cosine + overlap) / 2
+    if score >= high:
+        return True
+    if score <= low:
+        return False
+    return None

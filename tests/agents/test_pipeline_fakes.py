@@ -258,3 +258,18 @@ async def test_a_marker_matches_its_tombstone_despite_float_digits_the_store_dro
     assert not await check_marker(repo, ForgetUser(user_id="ann", at=1796094000.0))
     with pytest.raises(UnauthorizedForget):
         await check_marker(repo, ForgetUser(user_id="ann", at=1796094999.0))
+
+
+async def test_clear_continuity_cases_skip_the_llm_and_still_link_the_chain() -> None:
+    pipeline = Pipeline(await make_deps(continuity_llm="unclear", stm_capacity=7))
+    for index in range(4):
+        text = "hiking boots trail mountains" if index < 3 else "quarterly tax invoice"
+        await pipeline.send(TURNS, b"ann", dumps(turn("ann", index, text)))
+    await pipeline.drain(until=PAGES)
+    llm = pipeline.deps.llm
+    assert isinstance(llm, FakeLLM)
+    # The first three share their words: clearly one chain, no call; the fourth may be unclear.
+    assert llm.calls.count("continuity") <= 1
+    window = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
+    assert [p.chain.chain_id for p in window][:1] * 2 == [p.chain.chain_id for p in window][1:3]
+    assert window[2].chain.chain_id != window[3].chain.chain_id  # clearly a new topic

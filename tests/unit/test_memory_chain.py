@@ -87,3 +87,13 @@ def test_link_page_does_not_mutate() -> None:
     before = (first.model_dump(), second.model_dump())
     link_page(first, second, ContinuityVerdict(True, "s"))
     assert (first.model_dump(), second.model_dump()) == before
+
+
+def test_clear_continuity_leaves_the_middle_to_the_llm() -> None:
+    from memory.chain import clear_continuity
+
+    assert clear_continuity(0.9, 0.5, low=0.15, high=0.6) is True  # mean 0.7
+    assert clear_continuity(0.1, 0.0, low=0.15, high=0.6) is False  # mean 0.05
+    assert clear_continuity(0.5, 0.2, low=0.15, high=0.6) is None  # mean 0.35: ask
+    assert clear_continuity(0.3, 0.0, low=0.15, high=0.6) is False  # exactly low
+    assert clear_continuity(0.8, 0.4, low=0.15, high=0.6) is True  # exactly high
