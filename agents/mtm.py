@@ -7,12 +7,12 @@ once let a merge re-save a segment the other had just evicted).
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
+from collections.abc import MutableMapping
 from typing import Any
 
 from adapters.deps import Deps, Send
 from adapters.repository import HEAT_DOC, MTM
-from agents.runtime import BatchRunner, Consumed
+from agents.runtime import BatchRunner, RecordStage
 from memory import ids
 from memory.mtm import MidTermState
 from memory.scoring import choose_segment
@@ -38,7 +38,7 @@ PERSONA_PAGES_PER_JOB = 16  # bounds the persona prompt; a bigger backlog takes 
 MidTermEvent = EvictedPage | RetrievalHit | PersonaApplied | Resume | ForgetUser
 
 
-class MidTermAgent:
+class MidTermAgent(RecordStage):
     stage = "mtm"
 
     def __init__(
@@ -52,16 +52,6 @@ class MidTermAgent:
         self.states = states
         self.send_persona = send_persona
         self.runner = runner
-
-    async def process(self, events: Sequence[Any]) -> None:
-        """A whole batch, users concurrently (tests, and runs without the dispatcher)."""
-        await self.runner.run(await self.prepare(events), self.handle)
-
-    async def prepare(self, events: Sequence[Any]) -> list[Consumed[Any]]:
-        return await self.runner.decode_batch(events)
-
-    async def handle(self, item: Consumed[Any]) -> None:
-        await self.apply(item.record.root)
 
     async def apply(self, event: MidTermEvent) -> None:
         if isinstance(event, ForgetUser):

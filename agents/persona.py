@@ -4,34 +4,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from adapters.deps import Deps, Send
 from adapters.llm.prompts import dialogue_text
-from agents.runtime import BatchRunner, Consumed
+from agents.runtime import BatchRunner, RecordStage
 from memory.persona import FactKind, append_facts, merge_traits
 from schemas.codec import dumps
 from schemas.records import ForgetUser, PersonaApplied, PersonaInput, PersonaJob
 from schemas.topics import user_key
 
 
-class PersonaAgent:
+class PersonaAgent(RecordStage):
     stage = "persona"
 
     def __init__(self, deps: Deps, send_mid_term: Send, runner: BatchRunner[PersonaInput]) -> None:
         self.deps = deps
         self.send_mid_term = send_mid_term
         self.runner = runner
-
-    async def process(self, events: Sequence[Any]) -> None:
-        """A whole batch, users concurrently (tests, and runs without the dispatcher)."""
-        await self.runner.run(await self.prepare(events), self.handle)
-
-    async def prepare(self, events: Sequence[Any]) -> list[Consumed[Any]]:
-        return await self.runner.decode_batch(events)
-
-    async def handle(self, item: Consumed[Any]) -> None:
-        await self.apply(item.record.root)
 
     async def apply(self, event: PersonaJob | ForgetUser) -> None:
         if isinstance(event, ForgetUser):

@@ -291,3 +291,22 @@ class KeyedDispatcher:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+class RecordStage:
+    """A stage whose records are RootModel unions: decode the batch, apply each record."""
+
+    runner: BatchRunner[Any]
+
+    async def process(self, events: Sequence[Any]) -> None:
+        """A whole batch, users concurrently (tests, and runs without the dispatcher)."""
+        await self.runner.run(await self.prepare(events), self.handle)
+
+    async def prepare(self, events: Sequence[Any]) -> list[Consumed[Any]]:
+        return await self.runner.decode_batch(events)
+
+    async def handle(self, item: Consumed[Any]) -> None:
+        await self.apply(item.record.root)
+
+    async def apply(self, event: Any) -> None:
+        raise NotImplementedError

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
+from collections.abc import MutableMapping
 from typing import Any
 
 from adapters.deps import Deps, Send
 from adapters.repository import LEAVING, STM
-from agents.runtime import BatchRunner, Consumed
+from agents.runtime import BatchRunner, RecordStage
 from memory.stm import push_page
 from schemas.codec import dumps
 from schemas.records import EvictedPage, ForgetUser, Page, PageEvent, PageInput
 from schemas.topics import user_key
 
 
-class ShortTermAgent:
+class ShortTermAgent(RecordStage):
     stage = "stm"
 
     def __init__(
@@ -28,16 +28,6 @@ class ShortTermAgent:
         self.windows = windows
         self.send_mid_term = send_mid_term
         self.runner = runner
-
-    async def process(self, events: Sequence[Any]) -> None:
-        """A whole batch, users concurrently (tests, and runs without the dispatcher)."""
-        await self.runner.run(await self.prepare(events), self.handle)
-
-    async def prepare(self, events: Sequence[Any]) -> list[Consumed[Any]]:
-        return await self.runner.decode_batch(events)
-
-    async def handle(self, item: Consumed[Any]) -> None:
-        await self.apply(item.record.root)
 
     async def apply(self, event: PageEvent | ForgetUser) -> None:
         if isinstance(event, ForgetUser):

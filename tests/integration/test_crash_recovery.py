@@ -62,6 +62,17 @@ async def post_turns(up: UpProcess, batch: list[dict[str, Any]]) -> None:
         assert response.json()["accepted"] == len(batch)
 
 
+async def memory_with(up: UpProcess, user: str, pages: int) -> dict[str, Any]:
+    """The user's memory once it lists at least ``pages`` pages (recovery takes a while)."""
+
+    async def complete() -> Any:
+        memory = await up.memory(user)
+        return memory if len(summary(memory)[2]) >= pages else None
+
+    found: dict[str, Any] = await eventually(complete, 240, every_s=1.0)
+    return found
+
+
 def summary(memory: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
     """(STM turn ids, MTM turn ids, every turn id listed) of one memory document."""
     short = [p["turn_id"] for p in memory["short_term"]]
@@ -98,12 +109,7 @@ async def test_sigkill_of_the_whole_stack_loses_no_acknowledged_turn(tmp_path: P
         try:
             await up.wait_ready()
             for user in USERS:
-
-                async def complete(user: str = user) -> Any:
-                    memory = await up.memory(user)
-                    return memory if len(summary(memory)[2]) >= PER_USER else None
-
-                memory = await eventually(complete, 240, every_s=1.0)
+                memory = await memory_with(up, user, PER_USER)
                 short, mid, every = summary(memory)
                 expected = sorted(t.turn_id for t in turns[user])
                 assert sorted(every) == expected, "every acknowledged turn exactly once"
@@ -142,12 +148,7 @@ async def test_sigkill_after_ingest_loses_no_acknowledged_turn(tmp_path: Path) -
         try:
             await up.wait_ready()
             for user in USERS:
-
-                async def complete(user: str = user) -> Any:
-                    memory = await up.memory(user)
-                    return memory if len(summary(memory)[2]) >= 30 else None
-
-                memory = await eventually(complete, 240, every_s=1.0)
+                memory = await memory_with(up, user, 30)
                 assert sorted(summary(memory)[2]) == [f"t{i:03d}" for i in range(30)]
         finally:
             up.terminate()
