@@ -214,6 +214,7 @@ def test_bench_reports_each_phase(
         "embedder ceiling",
         "ingest",
         "embedder ceiling again",
+        "durability cost",
         "llm concurrency",
         "latency",
         "report",
