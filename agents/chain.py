@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import MutableMapping, Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from schemas.turn import TurnEvent
 
 log = logging.getLogger(__name__)
 TurnInput = TurnEvent | ForgetUser
+FORGOTTEN_TAIL = {"forgotten": True}  # a chain tail meaning "this user starts afresh"
 
 
 class ChainAgent:
@@ -35,7 +37,6 @@ class ChainAgent:
         self.tails = tails
         self.send_page = send_page
         self.runner = runner
-        self._pages: dict[int, Page] = {}  # embedded in ``prepare``, taken in ``handle``
 
     async def process(self, events: Sequence[Any]) -> None:
         """A whole batch, users concurrently (tests, and runs without the dispatcher)."""
@@ -52,23 +53,23 @@ class ChainAgent:
             # Each turn is then embedded in ``handle``, under the error policy's retries.
             log.warning("batch embedding failed (%r); embedding turn by turn", exc)
             return items
-        for turn, vector in zip(turns, vectors, strict=True):
-            self._pages[id(turn)] = page_from_turn(turn, vector)
-        return items
+        pages = iter(page_from_turn(t, v) for t, v in zip(turns, vectors, strict=True))
+        return [
+            dataclasses.replace(item, prepared=next(pages))
+            if isinstance(item.record, TurnEvent)
+            else item
+            for item in items
+        ]
 
     async def handle(self, item: Consumed[TurnInput]) -> None:
         record = item.record
         if isinstance(record, ForgetUser):
             await self.forget(record)
             return
-        page = self._pages.pop(id(record), None)
-        if page is None:  # a retry after the page was taken: make it again
+        page = item.prepared
+        if page is None:  # the batch embedding failed: embed this turn alone
             page = page_from_turn(record, (await self.deps.embedder.embed([_text(record)]))[0])
-        try:
-            await self.link(page)
-        except BaseException:
-            self._pages[id(record)] = page  # the policy may retry this event
-            raise
+        await self.link(page)
 
     async def link(self, page: Page) -> None:
         tail = await self._tail(page.user_id)
@@ -115,11 +116,15 @@ class ChainAgent:
         every later stage trusts it, since only this stage reads the public topic."""
         if not await check_marker(self.deps.repo, marker):
             return
-        self.tails.pop(marker.user_id, None)
+        # Not a pop: with the entry gone, the next turn would read its tail from the store,
+        # where the STM stage (behind us) may still hold the user's pre-DELETE pages.
+        self.tails[marker.user_id] = FORGOTTEN_TAIL
         await self.send_page(key=user_key(marker.user_id), value=dumps(marker))
 
     async def _tail(self, user_id: str) -> Page | None:
         cached = self.tails.get(user_id)
+        if cached == FORGOTTEN_TAIL:
+            return None
         if cached is not None:
             return Page.model_validate(cached)
         window = await self.deps.repo.stm_pages(user_id)

@@ -63,6 +63,7 @@ class Consumed(Generic[Record]):
 
     record: Record
     source: Source
+    prepared: Any = None  # what a stage computed for this record in its batch step
 
 
 class DeadLetterSink:

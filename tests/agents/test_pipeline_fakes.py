@@ -13,6 +13,7 @@ from adapters.journal import SqliteJournal
 from adapters.ports import PAGES as PAGE_POINTS
 from adapters.ports import SEGMENTS
 from adapters.repository import LEAVING, MTM, STM
+from agents.chain import FORGOTTEN_TAIL
 from agents.forget import check_marker
 from agents.runtime import MAX_RECORD_BYTES
 from schemas.codec import dumps
@@ -167,7 +168,7 @@ async def test_delete_while_a_stage_waits_on_the_llm_forgets_for_good(
     )
     assert await pipeline.deps.repo.load_doc("ann", "heat") is None
     assert (await pipeline.deps.repo.load_persona("ann")).user_knowledge == []
-    assert not pipeline.tables["chain"]
+    assert pipeline.tables["chain"] == {"ann": FORGOTTEN_TAIL}  # nothing of the user's text
     assert not pipeline.tables["stm"]
     # A turn after the DELETE is remembered, and carries nothing of the deleted chain.
     llm.hook = None

@@ -15,6 +15,7 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
+from agents.chain import FORGOTTEN_TAIL
 from memory.chain import ContinuityVerdict
 from schemas.errors import LLMError
 from schemas.records import Page
@@ -210,7 +211,8 @@ async def test_forgetting_a_user_leaves_nothing_and_in_flight_turns_do_not_retur
     assert memory["mid_term"] == []
     assert memory["persona"]["user_knowledge"] == []
     tables = stack.memory_app.app.tables
-    for name in ("chain-tails", "stm-windows", "mtm-heat"):
+    assert tables["chain-tails"].get("leaver") == FORGOTTEN_TAIL  # "starts afresh", no text
+    for name in ("stm-windows", "mtm-heat"):
         assert "leaver" not in tables[name], f"{name} still holds the user"
     # The user may come back: turns accepted after the delete are remembered afresh.
     await service(stack).add_turns(make_turns("leaver", HIKING[:1], prefix="new"))
