@@ -76,7 +76,7 @@ class ChainAgent:
         if tail is not None and tail.page_id == page.page_id:
             return  # the same turn again: already linked
         stored = await self.deps.repo.page_tiers([page.page_id])
-        if page.page_id in stored:
+        if page.page_id in stored and not await self._being_forgotten(page.user_id):
             return  # a replayed turn whose page is already in memory
         verdict = self._settled_without_llm(tail, page) or await self.deps.llm.continuity(
             tail, page
@@ -120,6 +120,12 @@ class ChainAgent:
         # where the STM stage (behind us) may still hold the user's pre-DELETE pages.
         self.tails[marker.user_id] = FORGOTTEN_TAIL
         await self.send_page(key=user_key(marker.user_id), value=dumps(marker))
+
+    async def _being_forgotten(self, user_id: str) -> bool:
+        """A DELETE's marker is still on its way through the stages: a page stored now is
+        about to be purged by it, so a turn re-sent behind the marker must be linked again."""
+        tombstone = await self.deps.repo.tombstone(user_id)
+        return tombstone is not None and tombstone[1]
 
     async def _tail(self, user_id: str) -> Page | None:
         cached = self.tails.get(user_id)

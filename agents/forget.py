@@ -12,12 +12,18 @@ SAME_DELETE_S = 1e-3
 
 
 async def check_marker(repo: MemoryRepository, marker: ForgetUser) -> bool:
-    """Whether to act on ``marker``: refused without its DELETE's tombstone, skipped (False)
-    when a later DELETE's marker follows it anyway."""
+    """Whether a stage acts on ``marker``.
+
+    Refused (raises) without its DELETE's tombstone. Skipped (False) when a later DELETE's
+    marker follows it anyway, and when its DELETE is complete (the last stage has seen it): a
+    marker delivered again (an offset replay, a DLQ replay) must not purge what the user has
+    said since.
+    """
     tombstone = await repo.tombstone(marker.user_id)
     if tombstone is None or marker.at > tombstone[0] + SAME_DELETE_S:
         raise UnauthorizedForget(
             f"no DELETE of {marker.user_id!r} at {marker.at}: forget marker refused",
             field="at",
         )
-    return marker.at >= tombstone[0] - SAME_DELETE_S
+    at, still_open = tombstone
+    return still_open and marker.at >= at - SAME_DELETE_S

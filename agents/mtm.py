@@ -11,7 +11,8 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from adapters.deps import Deps, Send
-from adapters.repository import HEAT_DOC, MTM
+from adapters.repository import HEAT_DOC, LEAVING, MTM
+from agents.forget import check_marker
 from agents.runtime import BatchRunner, RecordStage
 from memory import ids
 from memory.mtm import MidTermState
@@ -81,6 +82,10 @@ class MidTermAgent(RecordStage):
         deps = self.deps
         if page.vector is None:
             raise InvalidEvent(f"evicted page {page.page_id} carries no vector", field="page")
+        if (await deps.repo.page_tiers([page.page_id])).get(page.page_id) != LEAVING:
+            # Placed already, or gone (its segment evicted, its user deleted): this is a
+            # duplicate or a stale copy, and placing it would resurrect the page.
+            return
         owner = state.owner_of(page.page_id)
         if owner is None:
             keywords = await self.assign(state, page)
@@ -105,12 +110,17 @@ class MidTermAgent(RecordStage):
             )
             if stored.segment.segment_id in state  # only live segments: no zombies
         ]
+        now = state.advance(page.timestamp.timestamp())
+        holder = next((s for _, s in nearest if page.page_id in s.segment.page_ids), None)
+        if holder is not None:
+            # A merge saved before the state was (a retry, a crash): adopt it, never merge twice.
+            state.add_page(holder.segment.segment_id, page.page_id, now, created=False)
+            return keywords
         chosen, _ = choose_segment(
             [stored.candidate(score) for score, stored in nearest],
             keyword_set(keywords),
             settings.theta,
         )
-        now = state.advance(page.timestamp.timestamp())
         if chosen is None:
             summary = " ".join(t.content for t in topics if t.content)
             segment_id = ids.segment_id(page.user_id, page.page_id)
@@ -152,6 +162,8 @@ class MidTermAgent(RecordStage):
         deps.metrics.transitions.labels(transition="segment_evicted").inc(len(evicted))
 
     async def forget(self, marker: ForgetUser) -> None:
+        if not await check_marker(self.deps.repo, marker):
+            return
         self.states.pop(marker.user_id, None)
         await self.deps.repo.purge_mid_term(marker.user_id)
         await self.send_persona(key=user_key(marker.user_id), value=dumps(marker))

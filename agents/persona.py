@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from adapters.deps import Deps, Send
 from adapters.llm.prompts import dialogue_text
+from agents.forget import check_marker
 from agents.runtime import BatchRunner, RecordStage
 from memory.persona import FactKind, append_facts, merge_traits
 from schemas.codec import dumps
@@ -69,6 +70,8 @@ class PersonaAgent(RecordStage):
 
     async def forget(self, marker: ForgetUser) -> None:
         """The last stage: purge the persona and close the tombstone; reads resume."""
+        if not await check_marker(self.deps.repo, marker):
+            return
         await self.deps.repo.purge_persona(marker.user_id)
         await self.deps.repo.mark_forgotten(marker.user_id, marker.at)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from adapters.deps import Deps, Send
 from adapters.repository import LEAVING, STM
+from agents.forget import check_marker
 from agents.runtime import BatchRunner, RecordStage
 from memory.stm import push_page
 from schemas.codec import dumps
@@ -57,6 +58,8 @@ class ShortTermAgent(RecordStage):
         transitions.labels(transition="stm_to_mtm").inc(len(evicted))
 
     async def forget(self, marker: ForgetUser) -> None:
+        if not await check_marker(self.deps.repo, marker):
+            return
         self.windows.pop(marker.user_id, None)
         await self.deps.repo.purge_short_term(marker.user_id)
         await self.send_mid_term(key=user_key(marker.user_id), value=dumps(marker))

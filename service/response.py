@@ -29,6 +29,7 @@ from schemas.records import ForgetUser, Page, Persona, RetrievalHit
 from schemas.topics import MTM as MTM_TOPIC
 from schemas.topics import TURNS, user_key
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
+from service.locks import UserLocks
 
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
 
@@ -65,13 +66,19 @@ class ResponseService:
         self.deps = deps
         self.sink = sink
         self.journal: Journal = journal or NoJournal()
+        # Held by a DELETE, and shared with the reconciler of this process (streams/stack.py).
+        self.forget_lock = asyncio.Lock()
+        self._user_locks = UserLocks()
 
     async def add_turns(self, turns: Sequence[TurnEvent]) -> list[str]:
         """Acknowledged means durable: on disk in the journal (embedded) and sent with
         acks=all before the caller hears back."""
-        await self.journal.append(turns)
-        for turn in turns:
-            await self.sink.send(TURNS, user_key(turn.user_id), dumps(turn))
+        # Per-user locks: a DELETE of one of these users waits until the turns are both
+        # journaled and sent, so it can never drop a journal entry whose send is to come.
+        async with self._user_locks.hold({turn.user_id for turn in turns}):
+            await self.journal.append(turns)
+            for turn in turns:
+                await self.sink.send(TURNS, user_key(turn.user_id), dumps(turn))
         return [turn.turn_id for turn in turns]
 
     async def forgetting(self, user_id: str) -> bool:
@@ -173,11 +180,12 @@ class ResponseService:
         purges what it owns when the marker reaches it, so nothing in flight brings the user
         back. Until the last stage has seen it, reads of the user show nothing.
         """
-        at = round(self.deps.clock.now(), 3)  # milliseconds: what every store keeps exactly
-        deleted = await self.deps.repo.forget_user(user_id, at)
-        await self.journal.forget_user(user_id)
-        marker = ForgetUser(user_id=user_id, at=at)
-        await self.sink.send(TURNS, user_key(user_id), dumps(marker))
+        async with self.forget_lock, self._user_locks.hold({user_id}):
+            at = round(self.deps.clock.now(), 3)  # milliseconds: what every store keeps exactly
+            deleted = await self.deps.repo.forget_user(user_id, at)
+            await self.journal.forget_user(user_id)
+            marker = ForgetUser(user_id=user_id, at=at)
+            await self.sink.send(TURNS, user_key(user_id), dumps(marker))
         return deleted
 
     async def get_memory(self, user_id: str) -> dict[str, Any]:

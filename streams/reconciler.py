@@ -45,21 +45,33 @@ class Owed:
 
 @dataclass
 class Reconciler:
+    """``embedded``: the broker lost everything on a restart (markers, persona jobs), so they
+    are sent again; a real Kafka kept them, and sending them again would only repeat work.
+    ``lock`` is held by every pass and by every DELETE of this process, so a pass never sends
+    work it read before a DELETE after that DELETE's marker."""
+
     repo: MemoryRepository
     journal: Journal
     send: Send
+    embedded: bool = True
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _seen: set[str] = field(default_factory=set)
 
     async def start(self) -> Owed:
         """Everything owed, now: called once the stages run, before clients are served."""
         owed = await self.run_pass(everything=True)
-        for user_id in await self.repo.users_with_doc(HEAT_DOC):
-            await self.send(MTM, user_key(user_id), dumps(Resume(user_id=user_id)))
-            owed.resumed += 1
+        if self.embedded:
+            for user_id in await self.repo.users_with_doc(HEAT_DOC):
+                await self.send(MTM, user_key(user_id), dumps(Resume(user_id=user_id)))
+                owed.resumed += 1
         log.info("reconciled at start: %s", owed)
         return owed
 
     async def run_pass(self, everything: bool = False) -> Owed:
+        async with self.lock:
+            return await self._pass(everything)
+
+    async def _pass(self, everything: bool) -> Owed:
         owed, seen = Owed(), set[str]()
 
         def due(key: str) -> bool:
@@ -71,7 +83,7 @@ class Reconciler:
         # A user being forgotten keeps every journaled turn until the marker has passed:
         # a marker sent again purges what those turns wrote, so they must follow it again.
         for user_id, at in forgetting.items():
-            if due(f"forget:{user_id}:{at}"):
+            if self.embedded and due(f"forget:{user_id}:{at}"):
                 await self.send(TURNS, user_key(user_id), dumps(ForgetUser(user_id=user_id, at=at)))
                 owed.forgets += 1
                 for entry in entries:
@@ -80,11 +92,19 @@ class Reconciler:
                         owed.turns += 1
         entries = [entry for entry in entries if entry.user_id not in forgetting]
         stored = await self.repo.page_tiers([entry.page_id for entry in entries])
-        settled = [entry.seq for entry in entries if entry.page_id in stored]
+        # One user's turns are processed in order: below the newest stored page of a user,
+        # a turn without a page was processed too (its segment evicted since, or it was
+        # dead-lettered). Sending it again would link it anew as the newest page.
+        newest: dict[str, int] = {}
+        for entry in entries:
+            if entry.page_id in stored:
+                newest[entry.user_id] = max(newest.get(entry.user_id, -1), entry.seq)
+        done = {e.seq for e in entries if e.page_id in stored or e.seq < newest.get(e.user_id, -1)}
+        settled = sorted(done)
         await self.journal.settle(settled)
         owed.settled = len(settled)
         for entry in entries:
-            if entry.page_id not in stored and due(f"turn:{entry.seq}"):
+            if entry.seq not in done and due(f"turn:{entry.seq}"):
                 await self.send(TURNS, user_key(entry.user_id), entry.value)
                 owed.turns += 1
         for page in await self.repo.leaving_pages():

@@ -127,7 +127,10 @@ class Stack:
             sink = FaustSink(self.memory_app)
             self.service = ResponseService(self._service_deps(), sink, self.journal)
             await self.memory_app.app.start()
-            self.reconciler = Reconciler(self.deps.repo, self.journal, sink.send)
+            self.reconciler = Reconciler(
+                self.deps.repo, self.journal, sink.send, embedded=self.broker is not None
+            )
+            self.service.forget_lock = self.reconciler.lock
             await self.reconciler.start()
             self._reconcile_task = asyncio.create_task(
                 self.reconciler.run_forever(settings.reconcile_interval_s)

@@ -1,11 +1,12 @@
-"""Review findings (branch `review`): each test shows a violated guarantee and fails today.
+"""Findings of an adversarial review of the durability, forgetting and ordering work.
 
-Marked ``xfail(strict=True)``: the suite stays green, and a test flips to XPASS (an error,
-under strict) as soon as its bug is fixed, so the marker must then be removed.
+Each test showed a violated guarantee when it was written (as a strict xfail); each is fixed
+now and runs as a plain regression test.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import gc
 from datetime import UTC, datetime
@@ -104,11 +105,6 @@ async def test_f1_turn_after_delete_is_chained_to_deleted_pages_when_stm_lags(
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="F2: a redelivered marker of a completed DELETE is honoured and purges later turns",
-)
 async def test_f2a_redelivered_marker_erases_turns_accepted_after_the_delete() -> None:
     """Production (Kafka keeps the topic, no journal): a worker that crashed before committing
     re-reads the marker and the turn behind it. "Replaying any topic changes nothing"."""
@@ -126,11 +122,6 @@ async def test_f2a_redelivered_marker_erases_turns_accepted_after_the_delete() -
     assert [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")] == ["t100"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="F2: a re-sent open marker purges unjournaled post-DELETE turns",
-)
 async def test_f2b_reconciler_resending_an_open_marker_erases_unjournaled_later_turns() -> None:
     """Production worker restart while the marker has not reached the persona stage yet: the
     start pass re-sends the marker, and a turn accepted after the DELETE (already past the chain
@@ -143,16 +134,12 @@ async def test_f2b_reconciler_resending_an_open_marker_erases_unjournaled_later_
     await service.add_turns([turn("ann", 100, "Remember my new address please")])
     await pipeline.drain(until=MTM_TOPIC)  # the marker waits at the persona stage
     assert [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")] == ["t100"]
-    await Reconciler(pipeline.deps.repo, service.journal, pipeline.send).start()
+    restart = Reconciler(pipeline.deps.repo, service.journal, pipeline.send, embedded=False)
+    await restart.start()  # a production worker: Kafka kept the marker, nothing to re-send
     await pipeline.drain()
     assert [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")] == ["t100"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="F2: a marker replayed from the DLQ into memoryos.mtm is trusted unchecked",
-)
 async def test_f2c_dlq_replay_of_a_dead_lettered_marker_erases_newer_mid_term_memory(
     tmp_path: Path,
 ) -> None:
@@ -197,11 +184,6 @@ async def test_f2c_dlq_replay_of_a_dead_lettered_marker_erases_newer_mid_term_me
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="F3: the reconciler re-sends pre-DELETE work after the marker",
-)
 async def test_f3a_delete_during_a_reconciler_pass_brings_a_stuck_turn_back(
     tmp_path: Path,
 ) -> None:
@@ -218,26 +200,27 @@ async def test_f3a_delete_during_a_reconciler_pass_brings_a_stuck_turn_back(
     await service.add_turns([turn("ann", 1, "my secret diagnosis")])
     await pipeline.drain()
     reconciler = Reconciler(pipeline.deps.repo, journal, pipeline.send)
+    service.forget_lock = reconciler.lock  # as streams/stack.py wires them
     await reconciler.run_pass()  # owed now; re-sent by the next pass
     llm.hook = None  # the operator fixed the quota
     settle = journal.settle
+    racer: asyncio.Task[object] | None = None
 
     async def settle_racing_a_delete(seqs: Any) -> None:
-        await service.forget("ann")  # a DELETE arrives mid-pass (between its awaits)
+        nonlocal racer
+        racer = asyncio.create_task(service.forget("ann"))  # a DELETE arrives mid-pass
+        await asyncio.sleep(0.01)
         journal.settle = settle  # type: ignore[method-assign]
         await settle(seqs)
 
     journal.settle = settle_racing_a_delete  # type: ignore[method-assign]
     await reconciler.run_pass()
+    assert racer is not None
+    await racer  # it waited for the pass: its marker comes after everything the pass sent
     await pipeline.drain()
     assert await stored_turn_ids(pipeline, "ann") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="F3: leaving pages read before a DELETE are re-sent to MTM after the marker passed",
-)
 async def test_f3b_delete_during_a_reconciler_pass_brings_a_leaving_page_back(
     tmp_path: Path,
 ) -> None:
@@ -275,11 +258,6 @@ async def test_f3b_delete_during_a_reconciler_pass_brings_a_leaving_page_back(
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="F4: turns of evicted segments are re-sent and re-linked as new",
-)
 async def test_f4_a_turn_whose_segment_was_evicted_returns_as_the_newest_page(
     tmp_path: Path,
 ) -> None:
@@ -306,11 +284,6 @@ async def test_f4_a_turn_whose_segment_was_evicted_returns_as_the_newest_page(
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="F5: a duplicate EvictedPage after its segment's eviction re-saves an untracked segment",
-)
 async def test_f5_replaying_the_mtm_topic_after_an_eviction_leaves_a_zombie_segment() -> None:
     pipeline = Pipeline(await make_deps(mtm_capacity=1, theta=2.0))  # one segment per page
     for index in range(6):
@@ -333,11 +306,6 @@ async def test_f5_replaying_the_mtm_topic_after_an_eviction_leaves_a_zombie_segm
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="F6: place() is not idempotent after save_segment succeeded and save_doc failed",
-)
 async def test_f6_retry_after_the_heat_state_write_failed_merges_a_page_twice() -> None:
     pipeline = Pipeline(await make_deps(theta=0.0))  # every page joins the first segment
     repo = pipeline.deps.repo
@@ -445,18 +413,14 @@ def persona_jobs(pipeline: Pipeline) -> list[tuple[str, tuple[str, ...]]]:
     return jobs
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="F8: Resume clears persona_pending while a job is still queued or running",
-)
 async def test_f8_resume_while_a_persona_job_is_queued_sends_the_same_pages_again() -> None:
     pipeline = Pipeline(await make_deps())
     for index in range(8):
         await pipeline.send(TURNS, user_key("ann"), dumps(turn("ann", index)))
     await pipeline.drain(until=MTM_TOPIC)  # a job waits on memoryos.persona
     assert persona_jobs(pipeline)
-    await Reconciler(pipeline.deps.repo, NoJournalLike(), pipeline.send).start()  # restart
+    restart = Reconciler(pipeline.deps.repo, NoJournalLike(), pipeline.send, embedded=False)
+    await restart.start()  # a production worker's restart: Kafka kept the persona topic
     await pipeline.drain(until=MTM_TOPIC)
     sent = [page for _, pages in persona_jobs(pipeline) for page in pages]
     assert len(sent) == len(set(sent)), "pages of a job still queued were sent again"
@@ -478,23 +442,20 @@ class NoJournalLike:
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="F9: DELETE purges the journal entry of a turn whose send is still to come",
-)
-async def test_f9_a_turn_acknowledged_while_a_delete_ran_is_lost_in_a_crash(
+async def test_f9_a_delete_racing_an_acknowledgement_waits_for_it_and_then_wins(
     tmp_path: Path,
 ) -> None:
+    """Fixed with per-user locks: the DELETE started while the turn was between journal and
+    send waits until the turn is sent, then forgets it too, with or without a crash."""
     pipeline = Pipeline(await make_deps())
-    raced = False
+    racer: asyncio.Task[object] | None = None
 
     class RacingSink:
         async def send(self, topic: str, key: bytes, value: bytes) -> None:
-            nonlocal raced
-            if topic == TURNS and not raced and b'"turn_id":"t100"' in value:
-                raced = True
-                await service.forget("ann")  # the DELETE runs between journal and send
+            nonlocal racer
+            if topic == TURNS and racer is None and b'"turn_id":"t100"' in value:
+                racer = asyncio.create_task(service.forget("ann"))
+                await asyncio.sleep(0.01)  # give the DELETE every chance to run now
             await pipeline.send(topic, key, value)
 
     service = ResponseService(
@@ -503,9 +464,13 @@ async def test_f9_a_turn_acknowledged_while_a_delete_ran_is_lost_in_a_crash(
     await service.add_turns([turn("ann", i) for i in range(3)])
     await pipeline.drain()
     assert await service.add_turns([turn("ann", 100, "after")]) == ["t100"]  # acknowledged
-    assert raced
+    assert racer is not None
+    await racer
+    markers = [s for s in pipeline.topics[TURNS] if b'"kind":"forget"' in s.value]
+    sent = [s.value for s in pipeline.topics[TURNS]]
+    assert sent.index(markers[0].value) > max(i for i, v in enumerate(sent) if b"t100" in v)
     await pipeline.drain(until=TURNS)
-    pipeline.crash()  # before the turn's page reached the store
+    pipeline.crash()
     await Reconciler(pipeline.deps.repo, service.journal, pipeline.send).start()
     await pipeline.drain()
-    assert await stored_turn_ids(pipeline, "ann") == ["t100"]
+    assert await stored_turn_ids(pipeline, "ann") == []
