@@ -24,6 +24,7 @@ from schemas.errors import BrokerError, InvalidEvent
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
 from streams.commands.ingest_wait import Placed, service_url, wait_placed
+from streams.kafka_security import kafka_client_options
 from streams.progress import Progress, amount, open_progress
 
 SHOWN_INVALID = 10  # enough to see what is wrong with a file, not a screen per bad line
@@ -70,7 +71,9 @@ class Sent:
         return f"{self.lines:,} lines ({rate:,.0f}/s), {self.invalid:,} invalid"
 
 
-async def send_file(path: Path, bootstrap: str, progress: Progress, track: bool = False) -> Sent:
+async def send_file(
+    path: Path, bootstrap: str, settings: Settings, progress: Progress, track: bool = False
+) -> Sent:
     """Send every valid line of ``path``; each send is counted when the broker acknowledges it.
 
     ``track`` keeps the ids of the acknowledged turns, for following them into memory.
@@ -78,7 +81,9 @@ async def send_file(path: Path, bootstrap: str, progress: Progress, track: bool 
     report = Sent(path, track=track)
     # No idempotent producer: Tansu does not implement InitProducerId; replays are harmless
     # anyway, because every stage de-duplicates by deterministic ids.
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", **kafka_client_options(settings)
+    )
     try:
         await producer.start()
     except Exception as exc:
@@ -180,7 +185,7 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     placed: Placed | None = None
     with open_progress("ingest", quiet=args.quiet) as progress:
         bootstrap = broker.removeprefix("kafka://")
-        report = asyncio.run(send_file(args.file, bootstrap, progress, track=args.wait))
+        report = asyncio.run(send_file(args.file, bootstrap, settings, progress, track=args.wait))
         if args.wait and report.acknowledged:
             placed = follow(args, settings, report, progress)
     if report.invalid > SHOWN_INVALID:
