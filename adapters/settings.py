@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import (
     AliasChoices,
     Field,
+    FilePath,
     SecretStr,
     ValidationError,
     field_validator,
@@ -156,6 +157,29 @@ class Settings(BaseSettings):
     )
     app_id: str = Field("memoryos", min_length=1, description="Faust app id / consumer group")
 
+    # --- Kafka security: one set for every client (Faust, producers, CLI, lag probe) ---
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="how every Kafka client talks to MEMORYOS_BROKER_URL"
+    )
+    kafka_ssl_cafile: FilePath | None = Field(
+        None, description="PEM CA bundle that signed the brokers' certificates; unset: system CAs"
+    )
+    kafka_ssl_certfile: FilePath | None = Field(
+        None, description="PEM client certificate, for brokers that require mutual TLS"
+    )
+    kafka_ssl_keyfile: FilePath | None = Field(None, description="PEM key of the client cert")
+    kafka_ssl_key_password: SecretStr | None = Field(
+        None, description="password of an encrypted client key"
+    )
+    kafka_ssl_check_hostname: bool = Field(
+        True, description="check that a broker's certificate names the host dialled"
+    )
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+        "PLAIN", description="SASL mechanism (SASL_* protocols)"
+    )
+    kafka_sasl_username: str | None = Field(None, description="SASL user name")
+    kafka_sasl_password: SecretStr | None = Field(None, description="SASL password")
+
     # --- service ---
     host: str = Field("127.0.0.1", description="HTTP bind address")
     port: int = Field(8080, ge=0, le=65535, description="HTTP port")
@@ -186,6 +210,39 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _kafka_security_is_whole(self) -> Settings:
+        # A setting that would be silently ignored is refused: a deployment that sets a CA
+        # file but forgets SSL in the protocol would otherwise send turns in clear text.
+        protocol = self.kafka_security_protocol
+        uses_tls, uses_sasl = "SSL" in protocol, protocol.startswith("SASL")
+        if protocol != "PLAINTEXT" and not self.broker_url:
+            raise ValueError(
+                f"MEMORYOS_KAFKA_SECURITY_PROTOCOL={protocol} needs MEMORYOS_BROKER_URL: the "
+                "embedded broker listens on 127.0.0.1 in plaintext"
+            )
+        tls_files = (self.kafka_ssl_cafile, self.kafka_ssl_certfile, self.kafka_ssl_keyfile)
+        if not uses_tls and any(tls_files):
+            raise ValueError(
+                "MEMORYOS_KAFKA_SSL_* files need MEMORYOS_KAFKA_SECURITY_PROTOCOL=SSL or SASL_SSL"
+            )
+        if (self.kafka_ssl_certfile is None) != (self.kafka_ssl_keyfile is None):
+            raise ValueError(
+                "MEMORYOS_KAFKA_SSL_CERTFILE and MEMORYOS_KAFKA_SSL_KEYFILE go together"
+            )
+        has_login = bool(self.kafka_sasl_username or _reveal(self.kafka_sasl_password))
+        if uses_sasl and not (self.kafka_sasl_username and _reveal(self.kafka_sasl_password)):
+            raise ValueError(
+                f"MEMORYOS_KAFKA_SECURITY_PROTOCOL={protocol} needs MEMORYOS_KAFKA_SASL_USERNAME "
+                "and MEMORYOS_KAFKA_SASL_PASSWORD"
+            )
+        if has_login and not uses_sasl:
+            raise ValueError(
+                "MEMORYOS_KAFKA_SASL_USERNAME/PASSWORD need MEMORYOS_KAFKA_SECURITY_PROTOCOL="
+                "SASL_SSL or SASL_PLAINTEXT"
+            )
+        return self
+
     @property
     def heat_params(self) -> HeatParams:
         return HeatParams(self.heat_alpha, self.heat_beta, self.heat_gamma, self.heat_mu)
@@ -202,6 +259,14 @@ class Settings(BaseSettings):
     @property
     def qdrant_key(self) -> str | None:
         return _reveal(self.qdrant_api_key)
+
+    @property
+    def kafka_sasl_secret(self) -> str | None:
+        return _reveal(self.kafka_sasl_password)
+
+    @property
+    def kafka_ssl_key_secret(self) -> str | None:
+        return _reveal(self.kafka_ssl_key_password)
 
 
 def _reveal(value: SecretStr | str | None) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, TypeVar
 
 import orjson
@@ -26,11 +28,22 @@ def describe(exc: ValidationError) -> tuple[str, str]:
     return field, f"{field}: {first['msg']}"
 
 
+# 19 digits or more may not fit in 64 bits (-(2**63) - 1 has 19)
+_LONG_NUMBER = re.compile(rb"\d{19,}")
+
+
 def _object(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
     try:
         data = orjson.loads(raw) if isinstance(raw, bytes | str) else raw
     except orjson.JSONDecodeError as exc:
         raise InvalidEvent(f"not valid JSON: {exc}", field="body") from None
+    if isinstance(raw, bytes | str) and _LONG_NUMBER.search(_bytes(raw)):
+        # orjson turns an integer beyond 64 bits into a float, silently changing it; the
+        # standard parser keeps it an int, which the schema then refuses as HTTP does.
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidEvent(f"not valid JSON: {exc}", field="body") from None
     if not isinstance(data, dict):
         raise InvalidEvent(f"expected a JSON object, got {type(data).__name__}", field="body")
     return data
@@ -52,3 +65,7 @@ def decode(model: type[Model], raw: bytes | str | dict[str, Any]) -> Model:
     except ValidationError as exc:
         field, message = describe(exc)
         raise InvalidEvent(message, field=field) from None
+
+
+def _bytes(raw: bytes | str) -> bytes:
+    return raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")

@@ -27,6 +27,7 @@ from schemas.codec import decode, decode_turn_input
 from schemas.records import MidTermInput, PageInput, PersonaInput
 from schemas.topics import DLQ, MTM, PAGES, PERSONA, PIPELINE_TOPICS, TURNS
 from streams.faust_transport import ShortWaitApp
+from streams.kafka_security import faust_credentials
 
 
 class Stage(Protocol):
@@ -57,6 +58,7 @@ def create_app(
         settings.app_id,
         fetch_max_wait_ms=settings.consumer_fetch_max_wait_ms,
         broker=broker_url,
+        broker_credentials=faust_credentials(settings),  # TLS/SASL (MEMORYOS_KAFKA_*)
         store="memory://",
         web_enabled=False,  # our own HTTP server serves health and metrics; no /table endpoint
         topic_partitions=settings.topic_partitions,

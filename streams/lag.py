@@ -12,12 +12,18 @@ from collections.abc import Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from adapters.settings import Settings
+from streams.kafka_security import kafka_client_options
+
 Lag = dict[tuple[str, int], int]
 
 
 class LagProbe:
-    def __init__(self, bootstrap: str, group_id: str, topics: Sequence[str]) -> None:
+    def __init__(
+        self, bootstrap: str, group_id: str, topics: Sequence[str], settings: Settings
+    ) -> None:
         self.bootstrap = bootstrap
+        self.settings = settings
         self.group_id = group_id
         self.topics = list(topics)
         self._consumer: AIOKafkaConsumer | None = None
@@ -27,7 +33,10 @@ class LagProbe:
         # committed offsets without joining it (Tansu does not answer the admin API's
         # OffsetFetch version).
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=self.group_id, enable_auto_commit=False
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group_id,
+            enable_auto_commit=False,
+            **kafka_client_options(self.settings),
         )
         await self._consumer.start()
 

@@ -23,6 +23,7 @@ from service.http import create_http_app
 from service.response import ResponseService
 from streams.app import MemoryApp, create_app
 from streams.broker import EmbeddedBroker
+from streams.kafka_security import kafka_client_options
 from streams.lag import LagProbe
 from streams.progress import NO_PROGRESS, Progress
 from streams.reconciler import Reconciler
@@ -43,10 +44,12 @@ class FaustSink:
 class KafkaSink:
     """A service replica without a worker writes with its own idempotent producer."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, settings: Settings) -> None:
         # acks=all without idempotence: Tansu lacks InitProducerId, and a retried send is a
         # harmless replay because every stage de-duplicates by deterministic ids.
-        self.producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, acks="all", **kafka_client_options(settings)
+        )
 
     async def start(self) -> None:
         await self.producer.start()
@@ -119,7 +122,7 @@ class Stack:
         bootstrap = self.broker_url.removeprefix("kafka://")
         steps.phase("producer" if self.role == "service" else "worker")
         if self.role == "service":
-            self._kafka_sink = KafkaSink(bootstrap)
+            self._kafka_sink = KafkaSink(bootstrap, settings)
             await self._kafka_sink.start()
             self.service = ResponseService(self._service_deps(), self._kafka_sink, self.journal)
         else:
@@ -135,7 +138,7 @@ class Stack:
             self._reconcile_task = asyncio.create_task(
                 self.reconciler.run_forever(settings.reconcile_interval_s)
             )
-            self.lag = LagProbe(bootstrap, settings.app_id, PIPELINE_TOPICS)
+            self.lag = LagProbe(bootstrap, settings.app_id, PIPELINE_TOPICS, settings)
             await self.lag.start()
             self._lag_task = asyncio.create_task(self._export_lag())
         if self.serve_http:

@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from adapters.settings import Settings
 from schemas.topics import DLQ
+from streams.kafka_security import kafka_client_options
 
 PREVIEW_CHARS = 160
 
@@ -45,9 +46,13 @@ class DeadLetter:
         }
 
 
-async def read_dead_letters(bootstrap: str, reason: str | None = None) -> list[DeadLetter]:
+async def read_dead_letters(
+    bootstrap: str, settings: Settings, reason: str | None = None
+) -> list[DeadLetter]:
     """Every record on the dead-letter topic now, oldest first per partition."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, **kafka_client_options(settings)
+    )
     await consumer.start()
     try:
         partitions = [TopicPartition(DLQ, p) for p in consumer.partitions_for_topic(DLQ) or ()]
@@ -79,9 +84,11 @@ async def _behind(consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int]) -
     return False
 
 
-async def replay(bootstrap: str, letters: list[DeadLetter]) -> tuple[int, int]:
+async def replay(bootstrap: str, settings: Settings, letters: list[DeadLetter]) -> tuple[int, int]:
     """Send each letter back to its source topic; (replayed, skipped as too large)."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", **kafka_client_options(settings)
+    )
     await producer.start()
     replayed = skipped = 0
     try:
@@ -104,12 +111,12 @@ def bootstrap_of(settings: Settings) -> str:
 
 def main(args: argparse.Namespace, settings: Settings) -> int:
     bootstrap = bootstrap_of(settings)
-    letters = asyncio.run(read_dead_letters(bootstrap, args.reason))
+    letters = asyncio.run(read_dead_letters(bootstrap, settings, args.reason))
     if args.action == "list":
         for letter in letters:
             sys.stdout.write(orjson.dumps(letter.summary()).decode() + "\n")
         print(f"{len(letters)} dead letters", file=sys.stderr)
         return 0
-    replayed, skipped = asyncio.run(replay(bootstrap, letters))
+    replayed, skipped = asyncio.run(replay(bootstrap, settings, letters))
     print(f"replayed {replayed} dead letters; skipped {skipped} too large to replay")
     return 0

@@ -17,7 +17,9 @@ from adapters.llm import build_llm
 from adapters.ports import Point
 from adapters.settings import Settings
 from adapters.stores import build_store
+from schemas.errors import ConfigError
 from schemas.records import ChainLink, Page
+from streams.kafka_security import kafka_client_options
 
 PROBE_USER = "memoryos-doctor"
 
@@ -78,11 +80,16 @@ async def check_llm(settings: Settings) -> dict[str, Any]:
     return result
 
 
-async def check_broker(url: str | None) -> dict[str, Any]:
+async def check_broker(url: str | None, settings: Settings) -> dict[str, Any]:
     if not url:
         return {"url": None, "ok": None, "detail": "embedded broker (started by memoryos up)"}
+    try:
+        # A TLS or SASL setting that cannot be loaded is this check's failure, not a crash.
+        options = kafka_client_options(settings)
+    except ConfigError as exc:
+        return {"url": url, "ok": False, "detail": str(exc)}
     producer = AIOKafkaProducer(
-        bootstrap_servers=url.removeprefix("kafka://"), request_timeout_ms=5000
+        bootstrap_servers=url.removeprefix("kafka://"), request_timeout_ms=5000, **options
     )
     try:
         await asyncio.wait_for(producer.start(), 10)
@@ -110,7 +117,7 @@ async def diagnose(settings: Settings, broker: str | None) -> dict[str, Any]:
         "llm": llm,
         "embedder": embedder,
         "store": store,
-        "broker": await check_broker(broker or settings.broker_url),
+        "broker": await check_broker(broker or settings.broker_url, settings),
     }
 
 

@@ -25,6 +25,7 @@ from schemas.errors import BrokerError, InvalidEvent
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
 from streams.commands.ingest_wait import Placed, service_url, wait_placed
+from streams.kafka_security import kafka_client_options
 from streams.progress import Progress, amount, open_progress
 
 SHOWN_INVALID = 10  # enough to see what is wrong with a file, not a screen per bad line
@@ -75,6 +76,7 @@ class Sent:
 async def send_file(
     path: Path,
     bootstrap: str,
+    settings: Settings,
     progress: Progress,
     track: bool = False,
     journal: Journal | None = None,
@@ -90,7 +92,9 @@ async def send_file(
     report = Sent(path, track=track)
     # No idempotent producer: Tansu does not implement InitProducerId; replays are harmless
     # anyway, because every stage de-duplicates by deterministic ids.
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", **kafka_client_options(settings)
+    )
     try:
         await producer.start()
     except Exception as exc:
@@ -210,7 +214,9 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         journal = open_journal(settings, embedded=settings.broker_url is None)
         try:
             report = asyncio.run(
-                send_file(args.file, bootstrap, progress, track=args.wait, journal=journal)
+                send_file(
+                    args.file, bootstrap, settings, progress, track=args.wait, journal=journal
+                )
             )
         finally:
             journal.close()
