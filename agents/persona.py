@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from adapters import history
 from adapters.deps import Deps, Send
 from adapters.llm.prompts import dialogue_text
 from agents.runtime import BatchRunner, Consumed
@@ -81,6 +82,7 @@ class PersonaAgent:
     async def forget(self, marker: ForgetUser) -> None:
         """The last stage: purge the persona and close the tombstone; reads resume."""
         await self.deps.repo.purge_persona(marker.user_id)
+        await history.purge(self.deps.repo, marker.user_id)  # dead letters noted in flight
         await self.deps.repo.mark_forgotten(marker.user_id, marker.at)
 
     async def _store_facts(
