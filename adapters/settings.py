@@ -191,6 +191,39 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(1_048_576, ge=1024, description="largest HTTP body accepted")
 
+    # --- tracing (OpenTelemetry's standard variables, read here like OPENAI_API_KEY) ---
+    otel_exporter_otlp_endpoint: str | None = Field(
+        None,
+        validation_alias=AliasChoices(
+            "MEMORYOS_OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"
+        ),
+        description="OTLP/HTTP base URL (spans go to <url>/v1/traces); empty: tracing off",
+    )
+    otel_exporter_otlp_traces_endpoint: str | None = Field(
+        None,
+        validation_alias=AliasChoices(
+            "MEMORYOS_OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+        ),
+        description="full OTLP/HTTP traces URL; overrides the base endpoint",
+    )
+    otel_exporter_otlp_protocol: Literal["http/protobuf"] = Field(
+        "http/protobuf",
+        validation_alias=AliasChoices(
+            "MEMORYOS_OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"
+        ),
+        description="OTLP transport; only http/protobuf is built in",
+    )
+    otel_service_name: str | None = Field(
+        None,
+        validation_alias=AliasChoices("MEMORYOS_OTEL_SERVICE_NAME", "OTEL_SERVICE_NAME"),
+        description="service.name of the spans; default memoryos-<role>",
+    )
+    otel_sdk_disabled: bool = Field(
+        False,
+        validation_alias=AliasChoices("MEMORYOS_OTEL_SDK_DISABLED", "OTEL_SDK_DISABLED"),
+        description="true: no tracing even with an endpoint set",
+    )
+
     @field_validator("broker_url")
     @classmethod
     def _broker_scheme(cls, value: str | None) -> str | None:
@@ -242,6 +275,16 @@ class Settings(BaseSettings):
                 "SASL_SSL or SASL_PLAINTEXT"
             )
         return self
+
+    @property
+    def otlp_traces_endpoint(self) -> str | None:
+        """Where spans go, by the OTLP exporter rules; None: tracing is off."""
+        if self.otel_sdk_disabled:
+            return None
+        if self.otel_exporter_otlp_traces_endpoint:
+            return self.otel_exporter_otlp_traces_endpoint
+        base = self.otel_exporter_otlp_endpoint
+        return f"{base.rstrip('/')}/v1/traces" if base else None
 
     @property
     def heat_params(self) -> HeatParams:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from adapters import history
 from adapters.deps import Deps, Send
 from adapters.llm.prompts import dialogue_text
 from agents.forget import check_marker
@@ -73,6 +74,7 @@ class PersonaAgent(RecordStage):
         if not await check_marker(self.deps.repo, marker):
             return
         await self.deps.repo.purge_persona(marker.user_id)
+        await history.purge(self.deps.repo, marker.user_id)  # dead letters noted in flight
         await self.deps.repo.mark_forgotten(marker.user_id, marker.at)
 
     async def _store_facts(

@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 from faust.streams import _current_event
 
+from adapters import tracing
 from adapters.metrics import Metrics
 from agents.policy import ErrorPolicy, Verdict
 from schemas.errors import InvalidEvent
@@ -48,13 +49,17 @@ class Source:
     partition: int
     offset: int
     event: Any = None  # faust EventT: kept so table writes find their source partition
+    headers: tracing.Headers = None  # the record's headers: its trace context
 
     @classmethod
     def of(cls, event: Any) -> Source:
         message = event.message
         value = event.value
         raw = value if isinstance(value, bytes) else bytes(value or b"")
-        return cls(raw, message.key, message.topic, message.partition, message.offset, event)
+        headers = getattr(message, "headers", None)
+        return cls(
+            raw, message.key, message.topic, message.partition, message.offset, event, headers
+        )
 
 
 @dataclass(frozen=True)
@@ -74,10 +79,17 @@ class DeadLetterSink:
     succeeds: losing the dead letter would lose the event.
     """
 
-    def __init__(self, stage: str, send: Callable[..., Awaitable[Any]], metrics: Metrics) -> None:
+    def __init__(
+        self,
+        stage: str,
+        send: Callable[..., Awaitable[Any]],
+        metrics: Metrics,
+        notes: Callable[[str, Source, str, str, int], Awaitable[None]] | None = None,
+    ) -> None:
         self.stage = stage
         self._send = send
         self._metrics = metrics
+        self._notes = notes  # the user's history (agents/history.py): told after the write
 
     async def send(self, source: Source, kind: str, reason: str, attempts: int) -> None:
         value = source.raw
@@ -91,6 +103,7 @@ class DeadLetterSink:
             "source-partition": str(source.partition).encode(),
             "source-offset": str(source.offset).encode(),
             "attempts": str(attempts).encode(),
+            **tracing.context_headers(source.headers),  # the record's trace stays with it
         }
         for attempt in range(1, 1_000_000):
             try:
@@ -101,6 +114,8 @@ class DeadLetterSink:
                 log.error("dead letter write failed (%r); retrying in %s s", exc, delay)
                 await asyncio.sleep(delay)
         self._metrics.dead_letters.labels(stage=self.stage, reason=kind).inc()
+        if self._notes is not None:
+            await self._notes(self.stage, source, kind, reason, attempts)
         log.warning(
             "dead-lettered %s@%s/%s from %s (%s): %s",
             source.topic,
@@ -200,6 +215,15 @@ class BatchRunner(Generic[Record]):
         item: Consumed[Record],
         handle: Callable[[Consumed[Record]], Awaitable[None]],
     ) -> None:
+        # The span continues the record's trace; what ``handle`` sends carries it on.
+        with tracing.stage_span(self.stage, item.source, self.user_of(item.record)):
+            await self._run_one(item, handle)
+
+    async def _run_one(
+        self,
+        item: Consumed[Record],
+        handle: Callable[[Consumed[Record]], Awaitable[None]],
+    ) -> None:
         bind_event(item.source)
         in_flight = self.metrics.in_flight.labels(stage=self.stage)
         in_flight.inc()
@@ -219,6 +243,7 @@ class BatchRunner(Generic[Record]):
                     if decision.reason == "bug":
                         log.exception("%s: a bug, dead-lettered without retry", self.stage)
                     self.metrics.events.labels(stage=self.stage, outcome="dead_letter").inc()
+                    tracing.dead_lettered(decision.reason, _describe(exc))
                     await self.dead_letters.send(
                         item.source, decision.reason, _describe(exc), attempt
                     )

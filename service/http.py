@@ -7,6 +7,7 @@ internal error (that goes to the log), and /healthz says only whether the proces
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import time
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import uuid4
 
-from fastapi import Body, FastAPI, HTTPException, Path, Request
+from fastapi import Body, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from adapters import tracing
 from adapters.metrics import Metrics
 from adapters.settings import Settings
 from schemas.codec import describe
@@ -40,6 +42,7 @@ from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
 from service.models import (
     BatchAccepted,
     Deleted,
+    HistoryResponse,
     MemoryResponse,
     RespondResponse,
     RetrieveResponse,
@@ -172,8 +175,17 @@ def create_http_app(
             denied.headers["WWW-Authenticate"] = "Bearer"
             return denied
         started = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
+        spanned = (
+            tracing.server_span(request.method, request.url.path, request.headers)
+            if tracing.enabled() and request.url.path.startswith("/v1")  # not probes, scrapes
+            else contextlib.nullcontext()
+        )
+        with spanned as span:
+            response = await call_next(request)
+            route = request.scope.get("route")
+            if span is not None:
+                span.update_name(f"{request.method} {getattr(route, 'path', 'unmatched')}")
+                span.set_attribute("http.response.status_code", response.status_code)
         name = getattr(route, "name", "unmatched")
         metrics.request_seconds.labels(route=name).observe(time.perf_counter() - started)
         return response
@@ -339,6 +351,12 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
     @app.get("/v1/users/{user_id}/memory", response_model=MemoryResponse, responses=READ_ERRORS)
     async def get_memory(user_id: UserId) -> dict[str, Any]:
         return await service.get_memory(user_id)
+
+    @app.get("/v1/users/{user_id}/history", response_model=HistoryResponse, responses=READ_ERRORS)
+    async def get_history(
+        user_id: UserId, limit: Annotated[int, Query(ge=1, le=200)] = 20
+    ) -> dict[str, Any]:
+        return await service.history(user_id, limit)
 
     @app.delete("/v1/users/{user_id}", response_model=Deleted, responses=READ_ERRORS)
     async def forget_user(user_id: UserId) -> dict[str, dict[str, int]]:

@@ -118,6 +118,40 @@ class MemoryResponse(Body):
     persona: PersonaOut
 
 
+class TurnPlace(Body):
+    """Where one of the user's turns is in the pipeline (derived from the store)."""
+
+    turn_id: str | None
+    page_id: str | None
+    seq: int | None = Field(description="the page's position in the user's history")
+    timestamp: datetime | None
+    place: Literal["accepted", "stm", "leaving", "mtm", "persona_pending", "persona"] = Field(
+        description="accepted: journaled, no page yet; stm: in the window; leaving: evicted, "
+        "waiting for the MTM stage; mtm: in a segment; persona_pending: its persona job is "
+        "out; persona: applied to the persona"
+    )
+    segment_id: str | None
+    stages: list[str] = Field(description="the stages that have handled it, in order")
+
+
+class DeadLetterOut(Body):
+    at: datetime = Field(description="when it was dead-lettered")
+    stage: str
+    error: str = Field(description="invalid, permanent, bug, exhausted or too_large")
+    reason: str = Field(description="the error message (first 300 characters)")
+    topic: str
+    partition: int
+    offset: int
+    attempts: int
+    trace_id: str | None = Field(description="the trace of the event, when traced")
+
+
+class HistoryResponse(Body):
+    user_id: str
+    turns: list[TurnPlace] = Field(description="the latest turns, newest first")
+    dead_letters: list[DeadLetterOut] = Field(description="recent dead letters, oldest first")
+
+
 class DeletedCounts(Body):
     short_term: int
     mid_term_pages: int

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from uuid import uuid4
 
+from adapters import tracing
 from adapters.deps import Deps
 from adapters.journal import Journal, NoJournal
 from adapters.ports import PromptMemory
@@ -29,6 +30,7 @@ from schemas.records import ForgetUser, Page, Persona, RetrievalHit
 from schemas.topics import MTM as MTM_TOPIC
 from schemas.topics import TURNS, user_key
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
+from service.history import empty_history, user_history
 from service.locks import UserLocks
 
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
@@ -70,6 +72,7 @@ class ResponseService:
         self.forget_lock = asyncio.Lock()
         self._user_locks = UserLocks()
 
+    @tracing.traced("memoryos.add_turns", tracing.of_turns)
     async def add_turns(self, turns: Sequence[TurnEvent]) -> list[str]:
         """Acknowledged means durable: on disk in the journal (embedded) and sent with
         acks=all before the caller hears back."""
@@ -86,6 +89,7 @@ class ResponseService:
         tombstone = await self.deps.repo.tombstone(user_id)
         return tombstone is not None and tombstone[1]
 
+    @tracing.traced("memoryos.retrieve", tracing.of_user)
     async def retrieve(self, user_id: str, query: str, top_k: int | None = None) -> Retrieved:
         deps, settings = self.deps, self.deps.settings
         repo = deps.repo
@@ -144,6 +148,7 @@ class ResponseService:
             return paper, pages
         return fuse_rankings([paper, rankings[1]], k), pages
 
+    @tracing.traced("memoryos.respond", tracing.of_user)
     async def respond(
         self, user_id: str, query: str, assistant_id: str | None = None, record: bool = True
     ) -> tuple[str, Retrieved, dict[str, int]]:
@@ -173,6 +178,7 @@ class ResponseService:
             await self.add_turns([turn])
         return answer.text, memory, usage
 
+    @tracing.traced("memoryos.forget", tracing.of_user)
     async def forget(self, user_id: str) -> dict[str, int]:
         """Delete everything of one user: the store's points now, then a forget marker.
 
@@ -187,6 +193,12 @@ class ResponseService:
             marker = ForgetUser(user_id=user_id, at=at)
             await self.sink.send(TURNS, user_key(user_id), dumps(marker))
         return deleted
+
+    async def history(self, user_id: str, limit: int = 20) -> dict[str, Any]:
+        """Where the user's latest turns are in the pipeline, and their dead letters."""
+        if await self.forgetting(user_id):
+            return empty_history(user_id)
+        return await user_history(self.deps, self.journal, user_id, limit)
 
     async def get_memory(self, user_id: str) -> dict[str, Any]:
         repo, now = self.deps.repo, self.deps.clock.now()

@@ -15,7 +15,9 @@ from typing import Any, Protocol
 
 import faust
 
+from adapters import tracing
 from adapters.deps import Deps, Send
+from adapters.history import DeadLetterNotes
 from adapters.settings import Settings
 from agents.chain import ChainAgent
 from agents.mtm import MidTermAgent
@@ -81,8 +83,10 @@ def create_app(
     policy = policy or default_policy(settings.dlq_max_attempts)
     senders = {name: _counted(topic, deps) for name, topic in topics.items()}
 
+    notes = DeadLetterNotes(deps.repo, deps.clock)  # each user's recent dead letters
+
     def runner(stage: str, decoder: Any, user_of: Any) -> BatchRunner[Any]:
-        sink = DeadLetterSink(stage, senders[DLQ], deps.metrics)
+        sink = DeadLetterSink(stage, senders[DLQ], deps.metrics, notes)
         return BatchRunner(stage, decoder, user_of, sink, deps.metrics, policy)
 
     def table(name: str) -> Any:
@@ -140,11 +144,13 @@ def create_app(
 
 
 def _counted(topic: Any, deps: Deps) -> Send:
-    """The topic's send, counting the bytes it puts on the broker (bench: bytes per turn)."""
+    """The topic's send, counting the bytes it puts on the broker (bench: bytes per turn),
+    and carrying the current trace context in the record's headers (traceparent)."""
     counter = deps.metrics.produced_bytes.labels(topic=topic.get_topic_name())
 
     async def send(key: bytes | None, value: bytes, headers: Any = None) -> Any:
         counter.inc(len(value))
+        headers = tracing.inject(headers)
         return await topic.send(key=key, value=value, headers=headers)
 
     return send

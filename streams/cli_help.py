@@ -7,7 +7,7 @@ from __future__ import annotations
 HELP = {
     "up": "start broker, pipeline and HTTP API on this machine",
     "ingest": "load chat history from a JSONL file into memory",
-    "inspect": "show what the memory holds about one user",
+    "inspect": "show what the memory holds about one user, and their recent pipeline history",
     "doctor": "check that the LLM, embedder, store and broker answer",
     "eval": "measure retrieval quality on a dataset",
     "eval locomo": "evidence recall on LoCoMo through the pipeline, beside BM25 and dense",

@@ -6,12 +6,13 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any, Literal
 
 import uvicorn
 from aiokafka import AIOKafkaProducer
 
+from adapters import tracing
 from adapters.deps import Deps
 from adapters.embedders.batching import MicroBatchingEmbedder
 from adapters.journal import Journal, NoJournal, open_journal
@@ -58,7 +59,14 @@ class KafkaSink:
         await self.producer.stop()
 
     async def send(self, topic: str, key: bytes, value: bytes) -> None:
-        await self.producer.send_and_wait(topic, value, key=key)
+        headers = tracing.inject(None)  # the request's trace continues in the stages
+        await self.producer.send_and_wait(topic, value, key=key, headers=_as_list(headers))
+
+
+def _as_list(headers: tracing.Headers) -> list[tuple[str, bytes]] | None:
+    if headers is None:
+        return None
+    return list(headers.items()) if isinstance(headers, Mapping) else list(headers)
 
 
 Role = Literal["all", "worker", "service"]
@@ -97,6 +105,7 @@ class Stack:
         self.journal: Journal = NoJournal()
         self.reconciler: Reconciler | None = None
         self.port = settings.port
+        self._tracing = False  # whether this stack switched tracing on (and so switches it off)
 
     @property
     def broker_url(self) -> str:
@@ -109,6 +118,9 @@ class Stack:
         """``steps`` hears of each start-up step (broker, model, worker or producer, http)."""
         settings = self.settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self._tracing = tracing.setup(settings, self.role)
+        if self._tracing:
+            log.info("tracing on: spans are exported over OTLP/HTTP")
         if not settings.broker_url:
             steps.phase("broker")
             self.broker = EmbeddedBroker(settings.broker_port, settings.data_dir / "broker.log")
@@ -247,6 +259,8 @@ class Stack:
         finally:
             if self.broker is not None:
                 await asyncio.to_thread(self.broker.stop)
+            if self._tracing:
+                await asyncio.to_thread(tracing.shutdown)  # flushes buffered spans, bounded
 
     async def _drain(self, timeout_s: float) -> None:
         assert self.lag is not None

@@ -1,4 +1,5 @@
-"""`memoryos inspect USER`: one user's memory, from GET /v1/users/{user}/memory."""
+"""`memoryos inspect USER`: one user's memory and recent pipeline history, from
+GET /v1/users/{user}/memory and GET /v1/users/{user}/history."""
 
 from __future__ import annotations
 
@@ -12,12 +13,33 @@ import orjson
 from adapters.settings import Settings
 
 
-def fetch_memory(url: str, user: str, api_key: str | None = None) -> dict[str, Any]:
+def fetch_memory(
+    url: str, user: str, api_key: str | None = None, what: str = "memory"
+) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    response = httpx.get(f"{url.rstrip('/')}/v1/users/{user}/memory", headers=headers, timeout=30)
+    response = httpx.get(f"{url.rstrip('/')}/v1/users/{user}/{what}", headers=headers, timeout=30)
     response.raise_for_status()
     data: dict[str, Any] = response.json()
     return data
+
+
+def render_history(history: dict[str, Any]) -> str:
+    """Which stages handled each recent turn, newest first, then the user's dead letters."""
+    lines = [f"recent turns ({len(history['turns'])}, newest first):"]
+    for turn in history["turns"]:
+        stages = " → ".join(turn["stages"]) or "waiting for the chain stage"
+        segment = f" segment {turn['segment_id'][:8]}" if turn.get("segment_id") else ""
+        lines.append(f"  {turn['turn_id']}: {turn['place']} ({stages}){segment}")
+    letters = history["dead_letters"]
+    lines.append(f"dead letters ({len(letters)}):")
+    for letter in letters:
+        trace = f" trace {letter['trace_id']}" if letter.get("trace_id") else ""
+        lines.append(
+            f"  [{letter['at']}] {letter['stage']} {letter['error']} after "
+            f"{letter['attempts']} attempt(s), {letter['topic']}@{letter['partition']}/"
+            f"{letter['offset']}{trace}: {_cut(letter['reason'], 110)}"
+        )
+    return "\n".join(lines)
 
 
 def render(memory: dict[str, Any]) -> str:
@@ -55,11 +77,12 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     keys = settings.api_key_list
     try:
         memory = fetch_memory(args.url, args.user, keys[0] if keys else None)
+        history = fetch_memory(args.url, args.user, keys[0] if keys else None, "history")
     except httpx.HTTPError as exc:
         print(f"memoryos inspect: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        print(orjson.dumps(memory, option=orjson.OPT_INDENT_2).decode())
+        print(orjson.dumps(memory | {"history": history}, option=orjson.OPT_INDENT_2).decode())
     else:
-        print(render(memory))
+        print(render(memory) + "\n" + render_history(history))
     return 0

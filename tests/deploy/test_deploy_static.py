@@ -29,7 +29,7 @@ from adapters.settings import ENV_PREFIX, Settings
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 OUR_SERVICES = {"worker": "worker", "service": "serve"}  # compose service -> CLI command
-COMPOSE_SERVICES = {"kafka", "qdrant", *OUR_SERVICES, "prometheus", "grafana"}
+COMPOSE_SERVICES = {"kafka", "qdrant", *OUR_SERVICES, "prometheus", "tempo", "grafana"}
 # Labels Prometheus adds to every scraped series.
 TARGET_LABELS = {"job", "instance"}
 METRIC = re.compile(r"\bmemoryos_[a-z_]+")
@@ -320,6 +320,24 @@ def test_grafana_provisioning(compose: dict[str, Any]) -> None:
     grafana = mounts(compose["services"]["grafana"])
     assert grafana["./deploy/grafana/provisioning"] == "/etc/grafana/provisioning"
     assert grafana["./deploy/grafana/dashboards"] == provider["options"]["path"]
+
+
+def test_traces_go_to_tempo_and_the_dashboard_links_to_them(
+    compose: dict[str, Any], dashboard: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tempo = compose["services"]["tempo"]
+    assert mounts(tempo)["./deploy/tempo"] == "/etc/tempo"
+    config = load_yaml(DEPLOY / "tempo/tempo.yml")
+    otlp = config["distributor"]["receivers"]["otlp"]["protocols"]["http"]["endpoint"]
+    assert otlp.endswith(":4318")
+    assert config["server"]["http_listen_port"] == 3200
+    for name in OUR_SERVICES:
+        settings = settings_from(environment(compose["services"][name]), monkeypatch)
+        assert settings.otlp_traces_endpoint == "http://tempo:4318/v1/traces"
+    [source] = load_yaml(DEPLOY / "grafana/provisioning/datasources/tempo.yml")["datasources"]
+    assert (source["uid"], source["type"], source["url"]) == ("tempo", "tempo", "http://tempo:3200")
+    [link] = [link for link in dashboard["links"] if "Tempo" in link["title"]]
+    assert "tempo" in link["url"]
 
 
 def test_dashboard_queries_use_exported_metrics(dashboard: dict[str, Any]) -> None:

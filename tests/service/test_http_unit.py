@@ -469,7 +469,7 @@ def test_the_spec_documents_errors_and_auth_for_every_v1_operation(fake: FakeMem
         if path.startswith("/v1")
         for method, operation in methods.items()
     ]
-    assert len(operations) == 6
+    assert len(operations) == 7
     for path, method, operation in operations:
         assert operation["security"] == [{"bearer": []}], (method, path)
         for status in ("401", "422"):

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from adapters import tracing
 from adapters.deps import Deps
+from adapters.history import DeadLetterNotes
 from adapters.metrics import Metrics
 from adapters.ports import Answer, PromptMemory, Topic
 from adapters.repository import MemoryRepository
@@ -158,6 +160,7 @@ class Pipeline:
 
     def _send(self, topic: str) -> Callable[..., Awaitable[None]]:
         async def send(key: bytes | None, value: bytes, headers: Any = None) -> None:
+            headers = tracing.inject(headers)  # as streams/app.py's senders do
             self.topics[topic].append(Sent(key, value, dict(headers or {})))
 
         return send
@@ -167,7 +170,8 @@ class Pipeline:
         await self._send(topic)(key=key, value=value)
 
     def _runner(self, stage: str, decoder: Any, user_of: Any) -> BatchRunner[Any]:
-        sink = DeadLetterSink(stage, self._send(DLQ), self.deps.metrics)
+        notes = DeadLetterNotes(self.deps.repo, self.deps.clock)
+        sink = DeadLetterSink(stage, self._send(DLQ), self.deps.metrics, notes)
         return BatchRunner(stage, decoder, user_of, sink, self.deps.metrics, self.policy)
 
     def _build(self) -> dict[str, Any]:
@@ -212,7 +216,10 @@ class Pipeline:
         self.offsets[topic] += len(batch)
         events = [
             FakeEvent(
-                SimpleNamespace(key=s.key, topic=topic, partition=0, offset=start + i), s.value
+                SimpleNamespace(
+                    key=s.key, topic=topic, partition=0, offset=start + i, headers=s.headers
+                ),
+                s.value,
             )
             for i, s in enumerate(batch)
         ]
