@@ -52,6 +52,10 @@ class GatedSink:
         self._open = asyncio.Event()
         self._open.set()
 
+    @property
+    def closed(self) -> bool:
+        return not self._open.is_set()
+
     def close(self) -> None:
         self._open.clear()
 
