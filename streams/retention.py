@@ -32,6 +32,7 @@ from schemas.topics import DLQ, MTM, PAGES, PERSONA, TURNS
 log = logging.getLogger(__name__)
 TABLES = ("chain-tails", "stm-windows", "mtm-heat")
 TopicConfig = dict[str, str]
+TOPIC_ALREADY_EXISTS = 36  # Kafka protocol error code
 
 
 def changelog_topic(app_id: str, table: str) -> str:
@@ -91,9 +92,12 @@ async def ensure_topics(bootstrap: str, settings: Settings) -> list[str]:
         missing = [name for name in wanted if name not in existing]
         if missing:
             replicas = settings.topic_replication_factor
-            await admin.create_topics([NewTopic(name, settings.topic_partitions, replicas,
-                                                topic_configs=wanted[name])
-                                       for name in missing])  # fmt: skip
+            response = await admin.create_topics([NewTopic(name, settings.topic_partitions,
+                                                           replicas, topic_configs=wanted[name])
+                                                  for name in missing])  # fmt: skip
+            for name, code, message in response.topic_errors:
+                if code not in (0, TOPIC_ALREADY_EXISTS):  # another worker may have won
+                    log.warning("could not create topic %s: error %s %s", name, code, message)
         present = [name for name in wanted if name in existing]
         if present:
             resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in present]
