@@ -39,6 +39,9 @@ def plot_soak(result: dict[str, Any], path: Path) -> None:
     minutes = [p["t_s"] / 60 for p in series]
     fig, (memory, store, lag) = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
     memory.plot(minutes, [p["process_rss_mb"] for p in series], label="memoryos process RSS")
+    if "rss_anon_mb" in series[0]:  # heap and native allocations; the rest maps files (store)
+        memory.plot(minutes, [p["rss_anon_mb"] for p in series], ls="--", color="tab:blue",
+                    label="of which anonymous (not file-backed)")  # fmt: skip
     memory.plot(minutes, [p["broker_rss_mb"] for p in series], label="embedded broker RSS")
     memory.axhline(result["broker_memory_budget_mb"], color="grey", ls=":", label="broker budget")
     memory.set_ylabel("MB")
