@@ -156,6 +156,37 @@ class Settings(BaseSettings):
         100, ge=1, le=10_000, description="longest a consumer fetch waits for new records"
     )
     app_id: str = Field("memoryos", min_length=1, description="Faust app id / consumer group")
+    # --- retention and bounded memory (issue 18; README "Running at scale") ---
+    turns_retention_s: int = Field(
+        86_400,
+        ge=600,
+        description="how long memoryos.turns keeps records: after a DELETE the user's text "
+        "stays in Kafka at most this long (plus one segment)",
+    )
+    stage_retention_s: int = Field(
+        86_400,
+        ge=600,
+        description="how long the internal stage topics keep records (the reconciler "
+        "re-derives their work from the store; this is for an operator to look)",
+    )
+    dlq_retention_s: int = Field(
+        1_209_600, ge=3600, description="how long memoryos.dlq keeps dead letters"
+    )
+    topic_segment_s: int = Field(
+        3600,
+        ge=60,
+        description="longest a topic segment stays open: retention deletes whole segments, "
+        "so a record can outlive its retention by this much",
+    )
+    broker_memory_budget_mb: int = Field(
+        400,
+        ge=0,
+        description="embedded broker: past this RSS it is recycled (drain, fresh broker, "
+        "reconcile); 0: never",
+    )
+    broker_check_interval_s: float = Field(
+        5.0, gt=0.0, description="how often the embedded broker's memory is checked"
+    )
 
     # --- Kafka security: one set for every client (Faust, producers, CLI, lag probe) ---
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(

@@ -27,6 +27,7 @@ from typing import Any
 
 from adapters.settings import Settings
 from evaluation import bench_report as report
+from evaluation import soak_report
 from evaluation.bench_common import say
 from evaluation.bench_data import SyntheticTurn, embedded_text
 from evaluation.bench_ingest import (
@@ -43,6 +44,7 @@ from evaluation.bench_llm import (
     measure_concurrency,
     sequential_baseline,
 )
+from evaluation.bench_soak import SoakPlan, run_soak
 from streams.progress import NO_PROGRESS, Progress
 
 
@@ -74,7 +76,32 @@ def main(args: argparse.Namespace, settings: Settings, progress: Progress = NO_P
     sizes = QUICK if args.quick else FULL
     for noisy in ("httpx", "httpx2", "openai"):  # a line per LLM call would bury the progress
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if args.soak:
+        plan = SoakPlan(args.soak, args.soak_rate, args.soak_users, args.soak_retrieves)
+        return asyncio.run(run_soak_bench(settings, Path(args.out), plan, progress))
     return asyncio.run(run_bench(settings, Path(args.out), sizes, progress))
+
+
+async def run_soak_bench(
+    settings: Settings, out: Path, plan: SoakPlan, progress: Progress = NO_PROGRESS
+) -> int:
+    """Memory, store and lag over a long steady ingest (issue 18); writes bench.json, soak.png."""
+    await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
+    load_start = os.getloadavg()
+    say(f"soak: {json.dumps(asdict(plan))}")
+    progress.phase("soak")
+    run = await run_soak(settings, plan)
+    result = soak_report.soak_result(run, machine(), settings.broker_memory_budget_mb)
+    result["machine"]["load_average_1_5_15_min"] = {
+        "start": [round(x, 2) for x in load_start],
+        "end": [round(x, 2) for x in os.getloadavg()],
+    }
+    soak_report.write_soak(out, result)
+    say(f"soak: {json.dumps(result['summary'])}")
+    say(f"wrote {out}/bench.json, {soak_report.SOAK_PNG}")
+    for problem in run.mismatched:
+        say(f"store count mismatch: {problem}")
+    return 1 if run.mismatched else 0
 
 
 async def run_bench(

@@ -30,6 +30,7 @@ from schemas.records import MidTermInput, PageInput, PersonaInput
 from schemas.topics import DLQ, MTM, PAGES, PERSONA, PIPELINE_TOPICS, TURNS
 from streams.faust_transport import ShortWaitApp
 from streams.kafka_security import faust_credentials
+from streams.retention import compacted, topic_configs
 
 
 class Stage(Protocol):
@@ -74,9 +75,15 @@ def create_app(
         datadir=str(settings.data_dir / "faust"),
         table_cleanup_interval=300.0,
     )
+    configs = topic_configs(settings)  # retention per topic (issue 18)
     topics = {
         name: app.topic(
-            name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+            name,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            config=configs[name],
         )
         for name in (*PIPELINE_TOPICS, DLQ)
     }
@@ -96,6 +103,7 @@ def create_app(
             partitions=settings.topic_partitions,
             key_type=str,
             value_type=None,
+            extra_topic_configs=compacted(settings),  # retention per topic (issue 18)
         )
 
     def by_root(record: Any) -> str:

@@ -53,6 +53,11 @@ class EmbeddedBroker:
         return f"kafka://127.0.0.1:{self.port}"
 
     @property
+    def pid(self) -> int | None:
+        """The running broker's process id (its memory is watched: streams/roll.py)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 

@@ -178,6 +178,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench = _command(sub, "bench", HELP["bench"], BENCH_EPILOG)
     bench.add_argument("--out", type=Path, required=True, help="folder for the results")
     bench.add_argument("--quick", action="store_true", help="smaller sizes: minutes, not an hour")
+    bench.add_argument("--soak", type=float, metavar="MINUTES",
+                       help="instead: a steady ingest with retrievals for MINUTES, sampling "
+                       "memory, store size and lag (bench.json, soak.png)")  # fmt: skip
+    bench.add_argument("--soak-rate", type=float, default=20.0, metavar="TURNS_PER_S",
+                       help="soak: turns per second (default 20)")  # fmt: skip
+    bench.add_argument("--soak-users", type=int, default=200, metavar="N",
+                       help="soak: users, round-robin (default 200)")  # fmt: skip
+    bench.add_argument("--soak-retrieves", type=float, default=2.0, metavar="PER_S",
+                       help="soak: retrievals per second (default 2)")  # fmt: skip
     _quiet_flag(bench)
     bench.set_defaults(handler=_lazy("evaluation.commands", "bench"))
 

@@ -77,6 +77,8 @@ Writes OUT/retrieval.jsonl, OUT/summary.md and OUT/summary.json.
 BENCH_EPILOG = """\
 example:
   memoryos bench --quick --out results/bench
+  memoryos bench --soak 35 --soak-rate 7 --out results/soak
 
 Writes OUT/bench.json, bench.md, samples.json and two PNG plots; prints the tables.
+With --soak: OUT/bench.json (summary and series) and soak.png.
 """

@@ -28,18 +28,10 @@ from streams.kafka_security import kafka_client_options
 from streams.lag import LagProbe
 from streams.progress import NO_PROGRESS, Progress
 from streams.reconciler import Reconciler
+from streams.retention import ensure_topics
+from streams.roll import BrokerWatch, GatedSink
 
 log = logging.getLogger(__name__)
-
-
-class FaustSink:
-    """The service's writes go through the worker's own producer when they share a process."""
-
-    def __init__(self, memory_app: MemoryApp) -> None:
-        self.memory_app = memory_app
-
-    async def send(self, topic: str, key: bytes, value: bytes) -> None:
-        await self.memory_app.send(topic, key, value)
 
 
 class KafkaSink:
@@ -104,6 +96,10 @@ class Stack:
         self._reconcile_task: asyncio.Task[None] | None = None
         self.journal: Journal = NoJournal()
         self.reconciler: Reconciler | None = None
+        self._forget_lock = asyncio.Lock()
+        self.gate: GatedSink | None = None
+        self.watch: BrokerWatch | None = None
+        self._watch_task: asyncio.Task[None] | None = None
         self.port = settings.port
         self._tracing = False  # whether this stack switched tracing on (and so switches it off)
 
@@ -138,21 +134,12 @@ class Stack:
             await self._kafka_sink.start()
             self.service = ResponseService(self._service_deps(), self._kafka_sink, self.journal)
         else:
-            self.memory_app = create_app(settings, self.deps, self.broker_url)
-            sink = FaustSink(self.memory_app)
-            self.service = ResponseService(self._service_deps(), sink, self.journal)
-            await self.memory_app.app.start()
-            self.reconciler = Reconciler(
-                self.deps.repo, self.journal, sink.send, embedded=self.broker is not None
-            )
-            self.service.forget_lock = self.reconciler.lock
-            await self.reconciler.start()
-            self._reconcile_task = asyncio.create_task(
-                self.reconciler.run_forever(settings.reconcile_interval_s)
-            )
-            self.lag = LagProbe(bootstrap, settings.app_id, PIPELINE_TOPICS, settings)
-            await self.lag.start()
-            self._lag_task = asyncio.create_task(self._export_lag())
+            journaled = not isinstance(self.journal, NoJournal)
+            self.gate = GatedSink(self._send, journaled, settings.drain_timeout_s + 60)
+            self.service = ResponseService(self._service_deps(), self.gate, self.journal)
+            self.service.forget_lock = self._forget_lock
+            await self._start_pipeline()
+            self._start_watch()
         if self.serve_http:
             steps.phase("http")
             await self._start_http()
@@ -174,6 +161,74 @@ class Stack:
             self.deps.embedder, settings.query_batch_window_ms / 1000, settings.query_batch_max
         )
         return dataclasses.replace(self.deps, embedder=batching)
+
+    # --- the pipeline (worker, reconciler, lag probe), and recycling the broker (issue 18) ---
+
+    async def _send(self, topic: str, key: bytes, value: bytes) -> None:
+        assert self.memory_app is not None
+        await self.memory_app.send(topic, key, value)
+
+    async def _start_pipeline(self) -> None:
+        assert self.deps is not None
+        settings = self.settings
+        # every topic with its retention before a consumer's metadata request auto-creates it
+        await ensure_topics(self.broker_url.removeprefix("kafka://"), settings)
+        self.memory_app = create_app(settings, self.deps, self.broker_url)
+        await self.memory_app.app.start()
+        self.reconciler = Reconciler(
+            self.deps.repo,
+            self.journal,
+            self._send,
+            embedded=self.broker is not None,
+            lock=self._forget_lock,  # one lock across log rolls, shared with DELETE
+        )
+        await self.reconciler.start()
+        self._reconcile_task = asyncio.create_task(
+            self.reconciler.run_forever(settings.reconcile_interval_s)
+        )
+        self.lag = LagProbe(
+            self.broker_url.removeprefix("kafka://"), settings.app_id, PIPELINE_TOPICS, settings
+        )
+        await self.lag.start()
+        self._lag_task = asyncio.create_task(self._export_lag())
+
+    async def _stop_pipeline(self, drain_s: float) -> None:
+        for task in (self._lag_task, self._reconcile_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self.lag is not None:
+            if self.broker is not None:  # it forgets everything: finish work in flight
+                await self._bounded("drain", self._drain(drain_s), drain_s + 5)
+            await self._bounded("lag probe", self.lag.stop())
+        if self.memory_app is not None:
+            await self._bounded("worker", self.memory_app.app.stop(), 30)
+
+    def _start_watch(self) -> None:
+        budget = self.settings.broker_memory_budget_mb << 20
+        if self.broker is None or budget == 0:
+            return
+        broker = self.broker
+        self.watch = BrokerWatch(lambda: broker.pid, budget, self.settings.broker_check_interval_s,
+                                 self.recycle_broker)  # fmt: skip
+        self._watch_task = asyncio.create_task(self.watch.run_forever())
+
+    async def recycle_broker(self) -> None:
+        """A log roll: drain, a fresh broker and worker, the reconciler re-sends what is owed.
+
+        Turns acknowledged meanwhile are journaled; the gate leaves them to the reconciler.
+        """
+        assert self.broker is not None
+        assert self.gate is not None
+        self.gate.close()
+        try:
+            await self._stop_pipeline(self.settings.drain_timeout_s)
+            await asyncio.to_thread(self.broker.stop)
+            await asyncio.to_thread(self.broker.start)
+            await self._start_pipeline()
+        finally:
+            self.gate.open(self._send)
 
     async def _start_http(self) -> None:
         assert self.service is not None
@@ -240,19 +295,13 @@ class Stack:
             if self._server is not None:
                 self._server.should_exit = True
                 await self._bounded("http", self._server_task)
-            for task in (self._lag_task, self._reconcile_task):
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+            if self._watch_task is not None:
+                self._watch_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._watch_task
             if self._kafka_sink is not None:
                 await self._bounded("producer", self._kafka_sink.stop())
-            if self.lag is not None:
-                if self.broker is not None:  # it forgets everything: finish work in flight
-                    await self._bounded("drain", self._drain(drain_s), drain_s + 5)
-                await self._bounded("lag probe", self.lag.stop())
-            if self.memory_app is not None:
-                await self._bounded("worker", self.memory_app.app.stop(), 30)
+            await self._stop_pipeline(drain_s)
             if self.deps is not None and self._owns_deps:
                 await self._bounded("ports", close_deps(self.deps))
             self.journal.close()

@@ -1,0 +1,222 @@
+"""`memoryos bench --soak MINUTES`: a steady ingest with retrievals, for memory and lag over time.
+
+One embedded stack (broker, worker, store) in a throw-away folder, as `memoryos up` runs it.
+Turns go in through the service's own path (journal first, then the broker) at a fixed rate,
+round-robin over the users; a few retrievals a second run beside them. Every few seconds a
+sample records this process's RSS, the broker's RSS, the store's size on disk, the consumer
+lag, the pages placed and the broker rolls. Turns are made on the fly, a block per user at a
+time, so the driver itself holds no growing list. At the end the pipeline drains and every
+user's page counts are checked: each turn in memory exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from adapters.ports import PAGES
+from adapters.settings import Settings
+from evaluation.bench_common import parts, percentiles_ms, say, verify_counts
+from evaluation.bench_data import START, conversation
+from evaluation.scratch import fresh_stack
+from schemas.turn import TurnEvent
+from streams.roll import rss_bytes
+from streams.stack import Stack
+
+BLOCK = 24  # turns made per user at a time (two sessions)
+TICK_S = 0.25
+
+
+@dataclass(frozen=True)
+class SoakPlan:
+    minutes: float
+    turns_per_s: float
+    users: int
+    retrieves_per_s: float
+    sample_s: float = 5.0
+    seed: int = 20250606
+
+
+@dataclass
+class SoakRun:
+    plan: SoakPlan
+    samples: list[dict[str, float]] = field(default_factory=list)
+    retrieve_s: list[float] = field(default_factory=list)
+    sent: dict[str, int] = field(default_factory=dict)
+    mismatched: list[str] = field(default_factory=list)
+    drained_s: float = -1.0
+
+
+def user_turns(user: str, seed: int) -> Iterator[TurnEvent]:
+    """An endless conversation of one user, made a block at a time."""
+    block = 0
+    while True:
+        rng = random.Random(f"{seed}:{user}:{block}")
+        start = START + timedelta(days=3 * block)
+        for item in conversation(user, BLOCK, rng, start=start, prefix=f"b{block:05d}-"):
+            yield item.turn
+        block += 1
+
+
+def rss_parts_mb(pid: int) -> dict[str, float]:
+    """Anonymous (heap) and file-backed (mapped files: the store's segments, libraries) RSS."""
+    parts_mb = {"rss_anon_mb": 0.0, "rss_file_mb": 0.0}
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return parts_mb
+    for line in status.splitlines():
+        name, _, value = line.partition(":")
+        if name in ("RssAnon", "RssFile"):
+            parts_mb[f"rss_{name[3:].lower()}_mb"] = round(int(value.split()[0]) / 1024, 1)
+    return parts_mb
+
+
+def folder_bytes(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_blocks * 512  # on disk, like du
+            except OSError:
+                continue
+    return total
+
+
+async def sample(stack: Stack, run: SoakRun, started: float) -> dict[str, float]:
+    _, deps = parts(stack)
+    lag = -1
+    if stack.lag is not None:
+        try:
+            lag = sum((await stack.lag.lag()).values())
+        except Exception:  # mid-roll the probe is being replaced: no figure this time
+            lag = -1
+    broker_pid = stack.broker.pid if stack.broker is not None else None
+    store = stack.settings.data_dir / "qdrant"
+    return {
+        "t_s": round(time.monotonic() - started, 1),
+        "turns_sent": sum(run.sent.values()),
+        "pages_stored": await deps.store.count(PAGES),
+        "process_rss_mb": round(rss_bytes(os.getpid()) / 2**20, 1),
+        **rss_parts_mb(os.getpid()),
+        "broker_rss_mb": round(rss_bytes(broker_pid) / 2**20, 1),
+        "store_mb": round(await asyncio.to_thread(folder_bytes, store) / 2**20, 1),
+        "data_dir_mb": round(
+            await asyncio.to_thread(folder_bytes, stack.settings.data_dir) / 2**20, 1
+        ),
+        "consumer_lag": lag,
+        "broker_rolls": stack.watch.rolls if stack.watch is not None else 0,
+        "load_1min": round(os.getloadavg()[0], 2),
+    }
+
+
+async def _ingest(stack: Stack, plan: SoakPlan, run: SoakRun, deadline: float) -> None:
+    service, _ = parts(stack)
+    users = [f"soak-u{index:04d}" for index in range(plan.users)]
+    streams = {user: user_turns(user, plan.seed) for user in users}
+    began, turn = time.monotonic(), 0
+    while time.monotonic() < deadline:
+        # paced by the clock, not by the ticks: a slow send is caught up, not lost
+        due = int(plan.turns_per_s * (time.monotonic() - began))
+        batch = []
+        for _ in range(due - turn):
+            user = users[turn % len(users)]
+            batch.append(next(streams[user]))
+            run.sent[user] = run.sent.get(user, 0) + 1
+            turn += 1
+        if batch:
+            await service.add_turns(batch)
+        await asyncio.sleep(TICK_S)
+
+
+async def _retrieve(stack: Stack, plan: SoakPlan, run: SoakRun, deadline: float) -> None:
+    service, _ = parts(stack)
+    rng = random.Random(plan.seed)
+    queries = ("what did I plan for the trip", "my training schedule", "the budget", "recipes")
+    while time.monotonic() < deadline and plan.retrieves_per_s > 0:
+        await asyncio.sleep(1.0 / plan.retrieves_per_s)
+        user = f"soak-u{rng.randrange(plan.users):04d}"
+        began = time.perf_counter()
+        await service.retrieve(user, rng.choice(queries))
+        run.retrieve_s.append(time.perf_counter() - began)
+
+
+async def wait_drained(stack: Stack, timeout_s: float) -> bool:
+    """Lag 0 twice in a row, asking the stack's current probe each time: a roll replaces it."""
+    deadline, quiet = time.monotonic() + timeout_s, 0
+    while time.monotonic() < deadline and quiet < 2:
+        try:
+            lag = await stack.lag.lag() if stack.lag is not None else {}
+            quiet = quiet + 1 if lag and not any(lag.values()) else 0
+        except Exception:  # a probe stopped by a roll, or a slow broker: ask again
+            quiet = 0
+        await asyncio.sleep(1.0)
+    return quiet >= 2
+
+
+async def run_soak(settings: Settings, plan: SoakPlan) -> SoakRun:
+    run = SoakRun(plan)
+    async with fresh_stack(settings, drain_timeout_s=30.0, prefix="memoryos-soak-") as stack:
+        started = time.monotonic()
+        deadline = started + plan.minutes * 60
+        tasks = [
+            asyncio.create_task(_ingest(stack, plan, run, deadline)),
+            asyncio.create_task(_retrieve(stack, plan, run, deadline)),
+        ]
+        while not all(task.done() for task in tasks):
+            point = await sample(stack, run, started)
+            run.samples.append(point)
+            say(" ".join(f"{k}={v}" for k, v in point.items()))
+            await asyncio.wait(tasks, timeout=plan.sample_s)
+        for task in tasks:
+            task.result()  # a failed driver fails the run
+        say("soak: ingest over; waiting for the pipeline to drain")
+        if await wait_drained(stack, 900.0):
+            run.drained_s = round(time.monotonic() - started, 1)
+        run.samples.append(await sample(stack, run, started))
+        _, deps = parts(stack)
+        run.mismatched = await verify_counts(deps, run.sent, settings.stm_capacity)
+    return run
+
+
+def summary(run: SoakRun) -> dict[str, Any]:
+    """Peaks, and the slope over the second half: flat memory shows as ~0 MB per 1,000 turns."""
+    points = [p for p in run.samples if p["turns_sent"] > 0]
+    half = [p for p in points if p["t_s"] >= points[-1]["t_s"] / 2] if points else []
+
+    def slope(key: str) -> float:
+        if len(half) < 2 or half[-1]["turns_sent"] == half[0]["turns_sent"]:
+            return 0.0
+        turns = half[-1]["turns_sent"] - half[0]["turns_sent"]
+        return round((half[-1][key] - half[0][key]) / turns * 1000, 2)
+
+    def peak(key: str, among: list[dict[str, float]]) -> float:
+        return max((p[key] for p in among), default=0.0)
+
+    lags = [p["consumer_lag"] for p in points if p["consumer_lag"] >= 0]
+    turns = sum(run.sent.values())
+    elapsed = points[-1]["t_s"] if points else 0.0
+    return {
+        "turns": turns,
+        "users": run.plan.users,
+        "elapsed_s": elapsed,
+        "turns_per_s": round(turns / elapsed, 2) if elapsed else 0.0,
+        "retrieves": len(run.retrieve_s),
+        "retrieve": percentiles_ms(run.retrieve_s),
+        "broker_rolls": int(points[-1]["broker_rolls"]) if points else 0,
+        "process_rss_mb_peak": peak("process_rss_mb", points),
+        "process_rss_mb_peak_second_half": peak("process_rss_mb", half),
+        "broker_rss_mb_peak": peak("broker_rss_mb", points),
+        "process_rss_mb_per_1000_turns_second_half": slope("process_rss_mb"),
+        "store_mb_end": points[-1]["store_mb"] if points else 0.0,
+        "consumer_lag_max": max(lags, default=0),
+        "drained_after_s": run.drained_s,
+        "users_with_wrong_counts": len(run.mismatched),
+    }

@@ -1,0 +1,110 @@
+"""Bounded memory on the embedded stack (issue 18): topic retention, and the broker's log roll.
+
+A budget of 1 MB makes the stack recycle its broker at every check: drain, stop, a fresh
+broker and worker, the reconciler re-sends what is owed. Turns keep arriving meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from streams.retention import topic_configs
+from streams.stack import Stack
+from tests.support.stacks import eventually, make_turns, running_stack
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
+
+USERS = ("roll-a", "roll-b", "roll-c")
+PER_USER = 36
+STM = 7
+# Faust's own leader-election topic carries no user data; it keeps the broker's defaults.
+UNMANAGED = ("__consumer_offsets", "memoryos-__assignor-__leader")
+
+
+async def broker_topic_configs(bootstrap: str) -> dict[str, dict[str, str]]:
+    """Every topic on the broker with the configuration the broker reports for it."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        names = [name for name in await admin.list_topics() if name not in UNMANAGED]
+        resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
+        found: dict[str, dict[str, str]] = {}
+        for response in await admin.describe_configs(resources):
+            for resource in response.resources:
+                _, _, _, name, entries = resource[:5]
+                found[name] = {entry[0]: entry[1] for entry in entries}
+        return found
+    finally:
+        await admin.close()
+
+
+async def test_every_topic_is_created_with_its_retention_read_back_from_the_broker(
+    tmp_path: Path,
+) -> None:
+    async with running_stack(tmp_path / "data", turns_retention_s=7200) as stack:
+        assert stack.broker is not None
+        expected = topic_configs(stack.settings)
+        found = await eventually(lambda: broker_topic_configs(stack.broker.bootstrap))
+        assert set(found) == set(expected), "every topic on the broker has a policy, and only"
+        for topic, config in expected.items():
+            assert found[topic] == config, topic
+        assert found["memoryos.turns"]["retention.ms"] == "7200000"
+
+
+def memory_summary(memory: dict[str, Any]) -> tuple[list[str], list[str]]:
+    short = [p["turn_id"] for p in memory["short_term"]]
+    mid = [p["turn_id"] for s in memory["mid_term"] for p in s["pages"]]
+    return short, mid
+
+
+@pytest.mark.slow
+async def test_a_broker_roll_mid_ingest_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    turns = {user: make_turns(user, [(f"{user} plans trip {i % 4}, detail {i}",
+                                       f"noted detail {i}") for i in range(PER_USER)])
+             for user in USERS}  # fmt: skip
+    async with running_stack(
+        tmp_path / "data", broker_memory_budget_mb=1, broker_check_interval_s=1.0
+    ) as stack:
+        assert stack.service is not None
+        assert stack.watch is not None
+        first_pid = stack.broker.pid if stack.broker else None
+
+        async def ingest() -> None:
+            for start in range(0, PER_USER, 4):  # acknowledged before, during and after rolls
+                if start == PER_USER // 2:  # this batch while the broker is being recycled
+                    await eventually(lambda: stack.gate is not None and stack.gate.closed,
+                                     180, every_s=0.005)  # fmt: skip
+                batch = [t for user in USERS for t in turns[user][start : start + 4]]
+                assert stack.service is not None
+                await stack.service.add_turns(batch)
+                await asyncio.sleep(0.5)
+
+        await asyncio.gather(ingest(), eventually(lambda: stack.watch.rolls >= 2, 180))
+        stack.watch.budget_bytes = 1 << 40  # no more rolls: let the pipeline settle
+        assert stack.broker is not None
+        assert stack.broker.pid != first_pid
+        for user in USERS:
+            memory = await eventually(lambda u=user: _complete(stack, u), 240, every_s=1.0)
+            short, mid = memory_summary(memory)
+            expected = [t.turn_id for t in turns[user]]
+            assert sorted(short + mid) == expected, "every acknowledged turn, exactly once"
+            assert short == expected[-STM:], "the STM window holds the newest turns, in order"
+            by_id = {p["page_id"]: p for p in memory["short_term"]}
+            by_id |= {p["page_id"]: p for s in memory["mid_term"] for p in s["pages"]}
+            for page in by_id.values():  # one chain, in turn order: per-user order kept
+                if page["chain"]["prev"]:
+                    assert by_id[page["chain"]["prev"]]["turn_id"] < page["turn_id"]
+                    assert by_id[page["chain"]["prev"]]["chain"]["next"] == page["page_id"]
+
+
+async def _complete(stack: Stack, user: str) -> dict[str, Any] | None:
+    assert stack.service is not None
+    memory = await stack.service.get_memory(user)
+    short, mid = memory_summary(memory)
+    return memory if len(short) + len(mid) >= PER_USER and len(short) == STM else None
