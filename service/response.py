@@ -11,20 +11,36 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 from uuid import uuid4
 
 from adapters.deps import Deps
 from adapters.journal import Journal, NoJournal
 from adapters.ports import PromptMemory
 from adapters.repository import HEAT_DOC
+from adapters.settings import MtmRetrieval, Settings
 from memory.heat import heat
 from memory.mtm import MidTermState
 from memory.persona import FactKind
 from memory.prompt import build_prompt, prompt_texts
+from memory.ranking import (
+    PoolPage,
+    RankWeights,
+    distinctive_terms,
+    expansion_terms,
+    rank_pool,
+)
 from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segments
-from memory.text import keyword_set, query_keywords
+from memory.text import (
+    keyword_set,
+    lexical_vector,
+    query_keywords,
+    query_terms,
+    token_index,
+    tokenize,
+)
 from schemas.codec import dumps
+from schemas.errors import InvalidEvent
 from schemas.records import ForgetUser, Page, Persona, RetrievalHit
 from schemas.topics import MTM as MTM_TOPIC
 from schemas.topics import TURNS, user_key
@@ -45,6 +61,16 @@ class Retrieved:
     user_knowledge: list[tuple[str, float]]
     agent_traits: list[tuple[str, float]]
     segment_ids: list[str] = field(default_factory=list)
+    ranking: list[str] = field(default_factory=list)  # page ids, most relevant first
+
+    def context(self) -> list[Page]:
+        """The pages in context order: the ranked pages of either tier, best first, then the
+        rest of the STM window in its order."""
+        known = {page.page_id: page for page in self.short_term}
+        known |= {page.page_id: page for page, _, _ in self.mid_term}
+        ordered = [known[page_id] for page_id in self.ranking if page_id in known]
+        ordered += [page for page, _, _ in self.mid_term] + self.short_term
+        return list({page.page_id: page for page in ordered}.values())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,8 +105,16 @@ class ResponseService:
         tombstone = await self.deps.repo.tombstone(user_id)
         return tombstone is not None and tombstone[1]
 
-    async def retrieve(self, user_id: str, query: str, top_k: int | None = None) -> Retrieved:
+    async def retrieve(
+        self, user_id: str, query: str, top_k: int | None = None, mode: str | None = None
+    ) -> Retrieved:
+        """Memory for ``query``; ``mode`` overrides ``mtm_retrieval`` for this call (the
+        evaluation compares the modes on one stored memory)."""
         deps, settings = self.deps, self.deps.settings
+        if mode is not None and mode != settings.mtm_retrieval:
+            if mode not in get_args(MtmRetrieval):
+                raise InvalidEvent(f"unknown retrieval mode {mode!r}", field="mode")
+            settings = settings.model_copy(update={"mtm_retrieval": mode})
         repo = deps.repo
         k = top_k or settings.retrieve_pages
         if await self.forgetting(user_id):
@@ -95,13 +129,24 @@ class ResponseService:
             repo.search_facts(user_id, FactKind.USER, vector, query, settings.retrieve_lpm),
             repo.search_facts(user_id, FactKind.AGENT, vector, query, settings.retrieve_lpm),
         )
-        ranked = rank_segments(
+        segment_f = rank_segments(
             [stored.candidate(score) for score, stored in nearest],
             keyword_set(query_keywords(query)),
-            settings.retrieve_segments,
+            len(nearest),
         )
+        ranked = segment_f[: settings.retrieve_segments]
         segment_ids = [segment_id for segment_id, _ in ranked]
-        chosen, pages = await self._mid_term_pages(user_id, vector, query, segment_ids, k)
+        ranking: list[str] = []
+        if settings.mtm_retrieval == "structured":
+            ranking, chosen, pages = await self._structured_pages(
+                user_id, vector, query, k, settings, dict(segment_f)
+            )
+            segment_ids = []  # the segments visited are those of the pages chosen
+        else:
+            chosen, pages = await self._mid_term_pages(
+                user_id, vector, query, segment_ids, k, settings
+            )
+            ranking = [c.page_id for c in chosen]
         # Every segment that contributed is "retrieved": N_visit + 1 and a fresh access time.
         visited = list(dict.fromkeys([*segment_ids, *(c.segment_id for c in chosen)]))
         if visited:
@@ -114,17 +159,146 @@ class ResponseService:
             user_knowledge=[(str(h.payload["text"]), h.score) for h in knowledge],
             agent_traits=[(str(h.payload["text"]), h.score) for h in traits],
             segment_ids=visited,
+            ranking=ranking,
         )
 
-    async def _mid_term_pages(
-        self, user_id: str, vector: list[float], query: str, segment_ids: list[str], k: int
-    ) -> tuple[list[PageCandidate], dict[str, Page]]:
-        """The paper's stage 2 (top k pages of the chosen segments, one hybrid ranking, so
-        scores compare across segments), fused in ``fused`` mode with a hybrid search over all
-        MTM pages, which catches evidence in segments that F did not rank in the top m."""
+    async def _structured_pages(
+        self,
+        user_id: str,
+        vector: list[float],
+        query: str,
+        k: int,
+        settings: Settings,
+        segment_f: dict[str, float],
+    ) -> tuple[list[str], list[PageCandidate], dict[str, Page]]:
+        """Every tier's pages by dense and by lexical search, ranked by ``rank_pool``: the
+        ranking (page ids of either tier) and the MTM pages among it."""
         repo = self.deps.repo
-        searches = [repo.search_pages(user_id, vector, query, segment_ids, k)]
-        if self.deps.settings.mtm_retrieval == "fused":
+        text = " ".join(await self._distinctive_terms(user_id, vector, query, settings))
+        dense, lexical = await asyncio.gather(
+            repo.search_all_pages(user_id, vector, text, settings.rank_pool, lexical_only=False),
+            repo.search_all_pages(user_id, vector, text, settings.rank_pool, lexical_only=True),
+        )
+        pages = {page.page_id: page for _, page in [*dense, *lexical]}
+        segment_of = {
+            page.page_id: hit.payload.get("segment_id") for hit, page in [*dense, *lexical]
+        }
+        lexical_score = {page.page_id: hit.score for hit, page in lexical}
+        dense_score = {page.page_id: hit.score for hit, page in dense}
+        best_f = max(segment_f.values(), default=0.0)
+        prior = {sid: f / best_f for sid, f in segment_f.items()} if best_f > 0 else {}
+        pool = [
+            PoolPage(
+                page_id,
+                page.seq,
+                page.timestamp.timestamp(),
+                lexical_score.get(page_id, 0.0),
+                dense_score.get(page_id),
+                prior.get(str(segment_of.get(page_id)), 0.0),
+            )
+            for page_id, page in pages.items()
+        ]
+        weights = RankWeights(
+            dense=settings.rank_dense_weight,
+            neighbor=settings.rank_neighbor_weight,
+            session=settings.rank_session_weight,
+            session_gap_s=settings.rank_session_gap_s,
+            segment=settings.rank_segment_weight,
+        )
+        ranked_pool = rank_pool(pool, weights, len(pool))
+        if settings.rank_feedback_pages > 0 and ranked_pool:
+            sparse = self._expanded_query(text, ranked_pool, pages, settings)
+            expanded = await repo.search_all_pages(
+                user_id, vector, text, settings.rank_pool, lexical_only=True, sparse=sparse
+            )
+            for hit, page in expanded:
+                pages.setdefault(page.page_id, page)
+                segment_of.setdefault(page.page_id, hit.payload.get("segment_id"))
+            lexical_score = {page.page_id: hit.score for hit, page in expanded}
+            pool = [
+                PoolPage(
+                    page_id,
+                    page.seq,
+                    page.timestamp.timestamp(),
+                    lexical_score.get(page_id, 0.0),
+                    dense_score.get(page_id),
+                )
+                for page_id, page in pages.items()
+            ]
+            ranked_pool = rank_pool(pool, weights, len(pool))
+        # The ranking runs until it holds k MTM pages: the k the paper gives MTM, with the STM
+        # pages that rank among them placed where they rank (the rest of STM follows them).
+        ranked: list[tuple[str, float]] = []
+        chosen: list[PageCandidate] = []
+        for page_id, score in ranked_pool:
+            if len(chosen) == k:
+                break
+            ranked.append((page_id, score))
+            if segment_of.get(page_id):
+                chosen.append(PageCandidate(page_id, str(segment_of[page_id]), score))
+        return [page_id for page_id, _ in ranked], chosen, pages
+
+    async def _distinctive_terms(
+        self, user_id: str, vector: list[float], query: str, settings: Settings
+    ) -> list[str]:
+        """The query's terms without question words and without the user's common words."""
+        terms = list(dict.fromkeys(query_terms(query)))
+        if settings.rank_common_share >= 1.0 or not terms:
+            return terms
+        repo = self.deps.repo
+        pages = await repo.count_pages(user_id)
+        limit = int(settings.rank_common_share * pages) + 1  # enough to tell "more than"
+        counts = await asyncio.gather(
+            *(repo.pages_with_token(user_id, vector, term, limit) for term in terms)
+        )
+        holding = dict(zip(terms, counts, strict=True))
+        return distinctive_terms(terms, holding, pages, settings.rank_common_share)
+
+    @staticmethod
+    def _expanded_query(
+        text: str, ranked: list[tuple[str, float]], pages: dict[str, Page], settings: Settings
+    ) -> dict[int, float]:
+        """The query's lexical vector, (1 - lambda) of it plus lambda x the feedback terms."""
+        bags = {
+            page_id: tokenize(f"{page.query} {page.response}") for page_id, page in pages.items()
+        }
+        frequency: dict[str, int] = {}
+        for bag in bags.values():
+            for token in set(bag):
+                frequency[token] = frequency.get(token, 0) + 1
+        top = ranked[: settings.rank_feedback_pages]
+        terms = expansion_terms(
+            [(bags[page_id], score) for page_id, score in top],
+            frequency,
+            len(bags),
+            set(tokenize(text)),
+            settings.rank_feedback_terms,
+        )
+        share = settings.rank_feedback_weight
+        sparse = {index: (1 - share) * weight for index, weight in lexical_vector(text).items()}
+        for term, weight in terms.items():
+            index = token_index(term)
+            sparse[index] = sparse.get(index, 0.0) + share * weight
+        return sparse
+
+    async def _mid_term_pages(
+        self,
+        user_id: str,
+        vector: list[float],
+        query: str,
+        segment_ids: list[str],
+        k: int,
+        settings: Settings,
+    ) -> tuple[list[PageCandidate], dict[str, Page]]:
+        """The paper's stage 2: the top k pages of the chosen segments by semantic similarity
+        (``paper``); in ``fused`` mode one hybrid ranking of them fused with a lexical search
+        over all MTM pages, which catches evidence in segments that F did not rank in the top m."""
+        repo = self.deps.repo
+        semantic = settings.mtm_retrieval == "paper"
+        searches = [
+            repo.search_pages(user_id, vector, query, segment_ids, k, semantic_only=semantic)
+        ]
+        if settings.mtm_retrieval == "fused":
             searches.append(repo.search_pages(user_id, vector, query, None, k, lexical_only=True))
         results = await asyncio.gather(*searches)
         pages = {page.page_id: page for hits in results for _, page in hits}
