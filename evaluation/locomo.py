@@ -18,17 +18,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import bm25s
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
 from adapters.ports import Embedder
-from adapters.settings import Settings
+from adapters.settings import MtmRetrieval, Settings
 from evaluation import locomo_data as data
 from evaluation.locomo_data import Ranked, Record, Sample
 from evaluation.scratch import fresh_stack
+from memory.text import tokenize
 from schemas.errors import InvalidEvent, MemoryOSError
 from schemas.records import Page
 from schemas.turn import TurnEvent
@@ -45,6 +46,8 @@ STOP_DRAIN_S = 2.0
 BASELINE_DEPTH = 50  # baseline rankings kept per question, at least our context's size
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's default token pattern
 _STOPWORDS = frozenset(STOPWORDS_EN)
+MODES = get_args(MtmRetrieval)
+BASELINES = ("bm25", "bm25-stemmed", "dense")
 
 
 @dataclass
@@ -62,18 +65,39 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     if int(args.k) < 1:
         raise InvalidEvent(f"--k must be at least 1, got {args.k}", field="k")
     samples = data.load_samples(Path(args.data), wanted)
-    return asyncio.run(evaluate(samples, Path(args.out), int(args.k), settings, str(args.data)))
+    holdout = _ids(getattr(args, "holdout", None))
+    unknown = sorted(set(holdout) - {sample.sample_id for sample in samples})
+    if unknown:
+        raise InvalidEvent(f"--holdout names samples not evaluated: {unknown}", field="holdout")
+    modes = [m for m in _ids(getattr(args, "modes", None)) if m != settings.mtm_retrieval]
+    bad = sorted(set(modes) - set(MODES))
+    if bad:
+        raise InvalidEvent(f"--modes: unknown {bad}; known {list(MODES)}", field="modes")
+    return asyncio.run(
+        evaluate(samples, Path(args.out), int(args.k), settings, str(args.data), holdout, modes)
+    )
+
+
+def _ids(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
 
 
 async def evaluate(
-    samples: Sequence[Sample], out: Path, k: int, settings: Settings, source: str = ""
+    samples: Sequence[Sample],
+    out: Path,
+    k: int,
+    settings: Settings,
+    source: str = "",
+    holdout: Sequence[str] = (),
+    modes: Sequence[str] = (),
 ) -> int:
     started = time.perf_counter()
     async with fresh_stack(settings, STOP_DRAIN_S, prefix="memoryos-locomo-") as stack:
         ingest = await ingest_all(stack, samples, started)
-        records = await ask_all(stack, samples, k, started)
+        records = await ask_all(stack, samples, k, started, modes)
         run_settings = stack.settings
-    summary = samples_meta(samples, source, k, run_settings, ingest) | summarise(records)
+    summary = samples_meta(samples, source, k, run_settings, ingest)
+    summary |= summarise(records, modes, holdout)
     summary["elapsed_s"] = round(time.perf_counter() - started, 1)
     write_outputs(out, records, summary)
     log.info("wrote %s/retrieval.jsonl, summary.md, summary.json", out)
@@ -99,6 +123,13 @@ def samples_meta(
                 "retrieve_pages",
                 "segment_vector",
                 "mtm_retrieval",
+                "rank_pool",
+                "rank_dense_weight",
+                "rank_neighbor_weight",
+                "rank_session_weight",
+                "rank_common_share",
+                "rank_segment_weight",
+                "rank_feedback_pages",
             )
         },
         "ingest": {
@@ -185,21 +216,27 @@ async def verify_counts(stack: Stack, samples: Sequence[Sample], report: IngestR
 # --- questions ---
 
 
-async def ask_all(stack: Stack, samples: Sequence[Sample], k: int, started: float) -> list[Record]:
+async def ask_all(
+    stack: Stack, samples: Sequence[Sample], k: int, started: float, modes: Sequence[str] = ()
+) -> list[Record]:
     assert stack.deps is not None
     records: list[Record] = []
     for sample in samples:
         baselines = await TurnBaselines.build(sample.turns, stack.deps.embedder)
         depth = max(BASELINE_DEPTH, k + stack.settings.stm_capacity)  # >= our largest context
-        bm25 = baselines.bm25([q.text for q in sample.questions], depth)
-        dense = await baselines.dense([q.text for q in sample.questions], depth)
+        texts = [q.text for q in sample.questions]
+        flat = {
+            "bm25": baselines.bm25(texts, depth),
+            "bm25-stemmed": baselines.bm25(texts, depth, stemmed=True),
+            "dense": await baselines.dense(texts, depth),
+        }
         done = 0
         for start in range(0, len(sample.questions), QUESTION_BATCH):
             batch = sample.questions[start : start + QUESTION_BATCH]
-            answered = await asyncio.gather(*(ask(stack, sample, q, k) for q in batch))
+            answered = await asyncio.gather(*(ask(stack, sample, q, k, modes) for q in batch))
             for offset, record in enumerate(answered):
-                record.rankings["bm25"] = bm25[start + offset]
-                record.rankings["dense"] = dense[start + offset]
+                for name, rankings in flat.items():
+                    record.rankings[name] = rankings[start + offset]
             records.extend(answered)
             done += len(batch)
         log.info(
@@ -211,14 +248,18 @@ async def ask_all(stack: Stack, samples: Sequence[Sample], k: int, started: floa
     return records
 
 
-async def ask(stack: Stack, sample: Sample, question: data.Question, k: int) -> Record:
+async def ask(
+    stack: Stack, sample: Sample, question: data.Question, k: int, modes: Sequence[str] = ()
+) -> Record:
     service = stack.service
     assert service is not None
     retrieved = await service.retrieve(sample.user_id, question.text, top_k=k)
-    # The order pages enter the prompt: mid-term by rank, then the short-term window.
-    pages: dict[str, Page] = {}
-    for page in [page for page, _, _ in retrieved.mid_term] + retrieved.short_term:
-        pages.setdefault(page.page_id, page)
+    others = {
+        mode: _ranked(
+            (await service.retrieve(sample.user_id, question.text, top_k=k, mode=mode)).context()
+        )
+        for mode in modes
+    }
     response = None
     if stack.settings.llm == "openai":
         try:
@@ -227,16 +268,21 @@ async def ask(stack: Stack, sample: Sample, question: data.Question, k: int) -> 
             # One failed answer should not void the run; it scores 0 like a wrong answer.
             log.warning("%s question %d: no answer (%s)", sample.sample_id, question.index, exc)
             response = ""
-    context = Ranked(
-        pages=[[str(d) for d in page.meta.get("dia_ids", [])] for page in pages.values()],
-        words=[data.word_count(f"{page.query} {page.response}") for page in pages.values()],
-    )
     return Record(
         sample_id=sample.sample_id,
         question=question,
         response=response,
         mid_term_count=len(retrieved.mid_term),
-        rankings={"ours": context},
+        rankings={"ours": _ranked(retrieved.context())} | others,
+    )
+
+
+def _ranked(pages: Sequence[Page]) -> Ranked:
+    """A context in its order (``Retrieved.context``: ranked pages first, then the rest of
+    the short-term window) as the scorer sees it."""
+    return Ranked(
+        pages=[[str(d) for d in page.meta.get("dia_ids", [])] for page in pages],
+        words=[data.word_count(f"{page.query} {page.response}") for page in pages],
     )
 
 
@@ -254,8 +300,12 @@ class TurnBaselines:
         self.embedder = embedder
         self.words = [data.word_count(f"{t.query} {t.response}") for t in self.turns]
         self.index = bm25s.BM25()
+        self.stemmed = bm25s.BM25()
         if self.turns:
             self.index.index([tokens(data.turn_text(t)) for t in self.turns], show_progress=False)
+            self.stemmed.index(
+                [tokenize(data.turn_text(t)) for t in self.turns], show_progress=False
+            )
 
     @classmethod
     async def build(cls, turns: Sequence[TurnEvent], embedder: Embedder) -> TurnBaselines:
@@ -268,12 +318,15 @@ class TurnBaselines:
             words=[self.words[i] for i in order],
         )
 
-    def bm25(self, questions: Sequence[str], depth: int) -> list[Ranked]:
+    def bm25(self, questions: Sequence[str], depth: int, stemmed: bool = False) -> list[Ranked]:
+        """Plain BM25 (``tokens``), or with ``stemmed`` our own tokenizer (``memory.text``:
+        stopwords out, light stemming), which alone separates much of our gain from BM25's."""
         if not self.turns:
             return [Ranked([], []) for _ in questions]
         depth = min(depth, len(self.turns))
-        found, scores = self.index.retrieve(
-            [tokens(q) for q in questions], k=depth, show_progress=False
+        index, tokenizer = (self.stemmed, tokenize) if stemmed else (self.index, tokens)
+        found, scores = index.retrieve(
+            [tokenizer(q) for q in questions], k=depth, show_progress=False
         )
         # A question none of whose words occur gets zero scores: its "ranking" is arbitrary,
         # so it retrieves nothing rather than pages picked by index order.
@@ -294,13 +347,27 @@ class TurnBaselines:
 # --- outputs ---
 
 
-def summarise(records: Sequence[Record]) -> dict[str, Any]:
-    """Our recall at 5, 10 and the whole context, and the baselines at 5, 10 and our mean size."""
+def summarise(
+    records: Sequence[Record], modes: Sequence[str] = (), holdout: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Our recall at 5, 10 and the whole context (and each other mode's), and the baselines
+    at 5, 10 and our mean size; with ``holdout``, the same rows for the held-out samples
+    and for the rest (the samples tuned on) apart."""
     ours = [record.rankings["ours"] for record in records]
     mean_pages = sum(len(r.pages) for r in ours) / len(ours) if ours else 0.0
     budgets = sorted({5, 10, max(1, round(mean_pages))})
-    rows = [data.recall_row(records, "ours", n) for n in (5, 10, None)]
-    rows += [data.recall_row(records, name, n) for name in ("bm25", "dense") for n in budgets]
+    rows = recall_rows(records, modes, budgets)
+    splits: dict[str, Any] = {}
+    if holdout:
+        held = [record for record in records if record.sample_id in holdout]
+        tuned = [record for record in records if record.sample_id not in holdout]
+        splits = {
+            "held-out": {"samples": list(holdout), "recall": recall_rows(held, modes, budgets)},
+            "tuned": {
+                "samples": sorted({record.sample_id for record in tuned}),
+                "recall": recall_rows(tuned, modes, budgets),
+            },
+        }
     counts: dict[str, dict[str, int]] = {}
     for record in records:
         question = record.question
@@ -316,9 +383,19 @@ def summarise(records: Sequence[Record]) -> dict[str, Any]:
             "mean_words": _mean([float(sum(r.words)) for r in ours]),
         },
         "budgets": budgets,
+        "modes": list(modes),
         "recall": rows,
+        "splits": splits,
         "answers": data.answer_scores(records),
     }
+
+
+def recall_rows(
+    records: Sequence[Record], modes: Sequence[str], budgets: Sequence[int]
+) -> list[dict[str, Any]]:
+    present = [name for name in BASELINES if records and name in records[0].rankings]
+    rows = [data.recall_row(records, name, n) for name in ("ours", *modes) for n in (5, 10, None)]
+    return rows + [data.recall_row(records, name, n) for name in present for n in budgets]
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -336,6 +413,20 @@ def write_outputs(out: Path, records: Sequence[Record], summary: dict[str, Any])
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
+
+
+def _rows(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> list[str]:
+    lines = []
+    for row in rows:
+        budget = row["budget"]
+        label = "whole context" if budget == "whole" else f"top {budget}"
+        cells = [_pct(row["recall"][n]) for n in names[:-1]]
+        lines.append(
+            f"| {row['retriever']} | {label} | " + " | ".join(cells) + f" | "
+            f"**{_pct(row['overall'])}** | {_pct(row['adversarial'])} | "
+            f"{row['mean_pages']:.1f} | {row['mean_words']:.0f} |"
+        )
+    return lines
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -362,25 +453,32 @@ def render(summary: dict[str, Any]) -> str:
         + " | mean pages | mean words |",
         "|---|---|" + "---:|" * (len(header) + 3),
     ]
-    for row in summary["recall"]:
-        budget = row["budget"]
-        label = "whole context" if budget == "whole" else f"top {budget}"
-        cells = [_pct(row["recall"][n]) for n in names[:-1]]
-        lines.append(
-            f"| {row['retriever']} | {label} | " + " | ".join(cells) + f" | "
-            f"**{_pct(row['overall'])}** | {_pct(row['adversarial'])} | "
-            f"{row['mean_pages']:.1f} | {row['mean_words']:.0f} |"
-        )
+    lines += _rows(summary["recall"], names)
+    for split, part in summary.get("splits", {}).items():
+        lines += [
+            "",
+            f"### {split}: {', '.join(part['samples'])}",
+            "",
+            "| retriever | pages | " + " | ".join(names[:-1]) + " | overall 1-4 | "
+            f"{names[-1]} | mean pages | mean words |",
+            "|---|---|" + "---:|" * (len(header) + 3),
+        ]
+        lines += _rows(part["recall"], names)
     lines += [
         "",
         f"Our context per question: {context['mean_pages']:.1f} pages on average "
         f"({context['mean_mid_term_pages']:.1f} mid-term, the rest the short-term window), "
         f"{context['mean_words']:.0f} words.",
         "",
-        "- ours: the pages `ResponseService.retrieve` returns, in prompt order (mid-term by rank, "
-        "then the short-term window); top N = the first N of them.",
+        "- ours: the pages `ResponseService.retrieve` returns (`Retrieved.context`: the ranked "
+        "pages of either tier, best first, then the rest of the short-term window), with the "
+        f"configured mode ({summary['settings'].get('mtm_retrieval')}); other modes "
+        f"({', '.join(summary.get('modes', [])) or 'none'}) on the same stored memory; "
+        "top N = the first N pages.",
         "- bm25: `bm25s` over the same turns (query + response text), lowercase words, English "
-        "stopwords removed. dense: the pipeline's embedder over the same turn text, cosine.",
+        "stopwords removed. bm25-stemmed: the same with our tokenizer (`memory.text.tokenize`: "
+        "stopwords out, light stemming). dense: the pipeline's embedder over the same turn "
+        "text, cosine.",
         "- Baselines run at 5, 10 and our mean context size "
         f"({', '.join(str(b) for b in summary['budgets'])} pages).",
         "- Recall of a question: share of its evidence dia_ids (malformed ids repaired) inside "

@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     locomo.add_argument("--out", type=Path, required=True)
     locomo.add_argument("--k", type=int, default=10)
     locomo.add_argument("--samples", help="comma-separated sample ids")
+    locomo.add_argument(
+        "--holdout", help="comma-separated sample ids reported apart (not tuned on)"
+    )
+    locomo.add_argument(
+        "--modes", default="paper", help="other retrieval modes measured in the same run"
+    )
     locomo.set_defaults(handler=_lazy("evaluation.locomo"))
 
     bench = sub.add_parser("bench", help="throughput and latency, side by side")

@@ -288,7 +288,9 @@ def test_main_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         data_dir=tmp_path / "data", broker_port=free_port(), port=0, llm="offline"
     )
     out = tmp_path / "out"
-    args = argparse.Namespace(data=source, out=out, k=10, samples="conv 1")
+    args = argparse.Namespace(
+        data=source, out=out, k=10, samples="conv 1", holdout="conv 1", modes="paper,fused"
+    )
 
     assert locomo.main(args, settings) == 0
 
@@ -300,10 +302,12 @@ def test_main_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert [line["answer"] for line in lines] == ["Biscuit", "2023", None]
     assert all(line["response"] is None for line in lines)  # offline LLM: no respond
     for line in lines:
-        # 12 turns, a window of 7: at least the short-term pages, at most every page once
+        # 12 turns, a window of 7: at least the short-term pages (placed where they rank or
+        # after the ranked pages), at most every page once
         pages = line["context_pages"]
         assert 7 <= len(pages) <= 12
-        assert pages[-7:] == [t.meta["dia_ids"] for t in _all_turns()[-7:]]
+        window = [tuple(t.meta["dia_ids"]) for t in _all_turns()[-7:]]
+        assert set(window) <= {tuple(p) for p in pages}
         assert len({tuple(p) for p in pages}) == len(pages)
 
     summary = json.loads((out / "summary.json").read_text())
@@ -315,12 +319,19 @@ def test_main_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert summary["ingest"]["mismatched_users"] == []
     systems = {(row["retriever"], row["budget"]) for row in summary["recall"]}
     assert {("ours", 5), ("ours", 10), ("ours", "whole"), ("bm25", 5), ("dense", 10)} <= systems
+    assert {("paper", 10), ("fused", "whole"), ("bm25-stemmed", 5)} <= systems
+    held = summary["splits"]["held-out"]
+    assert held["samples"] == ["conv 1"]
+    assert held["recall"][0]["retriever"] == "ours"
+    assert summary["splits"]["tuned"]["samples"] == []
     assert summary["answers"] is None
     whole = next(r for r in summary["recall"] if r["budget"] == "whole")
     assert whole["recall"]["single-hop"] == 1.0  # 12 turns: the whole context covers a lot
     markdown = (out / "summary.md").read_text()
     assert "| ours | top 10 |" in markdown
     assert "| bm25 | top 5 |" in markdown
+    assert "| paper | whole context |" in markdown
+    assert "### held-out: conv 1" in markdown
     assert list(tmp_path.glob("memoryos-locomo-*")) == []  # the throw-away store is gone
 
 
