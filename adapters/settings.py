@@ -90,6 +90,11 @@ class Settings(BaseSettings):
 
     # --- backends ---
     llm: Literal["offline", "openai"] = Field("offline", description="LLM backend")
+    offline_keywords: Literal["yake", "content"] = Field(
+        "content",
+        description="offline LLM topic keywords: yake's top phrases, or (content) yake's "
+        "phrases without chit-chat, then the dates said",
+    )
     llm_model: str = Field("gpt-4o-mini", min_length=1, description="chat model name")
     llm_timeout_s: float = Field(60.0, gt=0.0, description="per-call timeout, seconds")
     llm_max_retries: int = Field(5, ge=0, le=20, description="retries on 429/5xx/timeouts")
