@@ -83,6 +83,7 @@ class Retrieved:
             "user_traits": {k: v.model_dump() for k, v in self.persona.traits.items()},
             "user_knowledge": [{"text": t, "score": s} for t, s in self.user_knowledge],
             "agent_traits": [{"text": t, "score": s} for t, s in self.agent_traits],
+            "context": [page.page_id for page in self.context()],
         }
 
 
