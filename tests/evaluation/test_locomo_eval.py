@@ -337,3 +337,38 @@ def test_main_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 def _all_turns() -> list[Any]:
     return [turn for session in data.sample_sessions(tiny_sample()) for turn in session]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_main_with_an_openai_llm_scores_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MEMORYOS_LLM=openai (here the project's OpenAI-compatible test server): every question
+    of categories 1-4 is answered through ``respond`` and scored with F1 and BLEU-1."""
+    from evaluation.fake_openai import FakeOpenAI
+
+    source = tmp_path / "tiny_locomo.json"
+    source.write_text(json.dumps([tiny_sample()]))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with FakeOpenAI() as server:
+        server.replies["respond"] = "Biscuit"
+        settings = load_settings(
+            data_dir=tmp_path / "data",
+            broker_port=free_port(),
+            port=0,
+            llm="openai",
+            openai_base_url=server.base_url,
+            openai_api_key="test",
+        )
+        out = tmp_path / "out"
+        args = argparse.Namespace(data=source, out=out, k=10, samples=None, holdout=None, modes="")
+        assert locomo.main(args, settings) == 0
+
+    lines = [json.loads(line) for line in (out / "retrieval.jsonl").read_text().splitlines()]
+    assert [line["response"] for line in lines] == ["Biscuit", "Biscuit", "Biscuit"]
+    answers = json.loads((out / "summary.json").read_text())["answers"]
+    assert answers["f1"]["single-hop"] == 1.0  # "Biscuit" is the answer to question 0
+    assert answers["f1"]["temporal"] == 0.0
+    assert answers["bleu1"]["overall"] == pytest.approx(0.5)
+    assert "| f1 |" in (out / "summary.md").read_text()
