@@ -23,28 +23,15 @@ from memory.heat import heat
 from memory.mtm import MidTermState
 from memory.persona import FactKind
 from memory.prompt import build_prompt, prompt_texts
-from memory.ranking import (
-    PoolPage,
-    RankWeights,
-    distinctive_terms,
-    expansion_terms,
-    rank_pool,
-)
 from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segments
-from memory.text import (
-    keyword_set,
-    lexical_vector,
-    query_keywords,
-    query_terms,
-    token_index,
-    tokenize,
-)
+from memory.text import keyword_set, query_keywords
 from schemas.codec import dumps
 from schemas.errors import InvalidEvent
 from schemas.records import ForgetUser, Page, Persona, RetrievalHit
 from schemas.topics import MTM as MTM_TOPIC
 from schemas.topics import TURNS, user_key
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
+from service.structured import structured_pages
 
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
 
@@ -139,8 +126,8 @@ class ResponseService:
         segment_ids = [segment_id for segment_id, _ in ranked]
         ranking: list[str] = []
         if settings.mtm_retrieval == "structured":
-            ranking, chosen, pages = await self._structured_pages(
-                user_id, vector, query, k, settings, dict(segment_f)
+            ranking, chosen, pages = await structured_pages(
+                repo, user_id, vector, query, k, settings, dict(segment_f)
             )
             segment_ids = []  # the segments visited are those of the pages chosen
         else:
@@ -162,125 +149,6 @@ class ResponseService:
             segment_ids=visited,
             ranking=ranking,
         )
-
-    async def _structured_pages(
-        self,
-        user_id: str,
-        vector: list[float],
-        query: str,
-        k: int,
-        settings: Settings,
-        segment_f: dict[str, float],
-    ) -> tuple[list[str], list[PageCandidate], dict[str, Page]]:
-        """Every tier's pages by dense and by lexical search, ranked by ``rank_pool``: the
-        ranking (page ids of either tier) and the MTM pages among it."""
-        repo = self.deps.repo
-        text = " ".join(await self._distinctive_terms(user_id, vector, query, settings))
-        dense, lexical = await asyncio.gather(
-            repo.search_all_pages(user_id, vector, text, settings.rank_pool, lexical_only=False),
-            repo.search_all_pages(user_id, vector, text, settings.rank_pool, lexical_only=True),
-        )
-        pages = {page.page_id: page for _, page in [*dense, *lexical]}
-        segment_of = {
-            page.page_id: hit.payload.get("segment_id") for hit, page in [*dense, *lexical]
-        }
-        lexical_score = {page.page_id: hit.score for hit, page in lexical}
-        dense_score = {page.page_id: hit.score for hit, page in dense}
-        best_f = max(segment_f.values(), default=0.0)
-        prior = {sid: f / best_f for sid, f in segment_f.items()} if best_f > 0 else {}
-        pool = [
-            PoolPage(
-                page_id,
-                page.seq,
-                page.timestamp.timestamp(),
-                lexical_score.get(page_id, 0.0),
-                dense_score.get(page_id),
-                prior.get(str(segment_of.get(page_id)), 0.0),
-            )
-            for page_id, page in pages.items()
-        ]
-        weights = RankWeights(
-            dense=settings.rank_dense_weight,
-            neighbor=settings.rank_neighbor_weight,
-            session=settings.rank_session_weight,
-            session_gap_s=settings.rank_session_gap_s,
-            segment=settings.rank_segment_weight,
-        )
-        ranked_pool = rank_pool(pool, weights, len(pool))
-        if settings.rank_feedback_pages > 0 and ranked_pool:
-            sparse = self._expanded_query(text, ranked_pool, pages, settings)
-            expanded = await repo.search_all_pages(
-                user_id, vector, text, settings.rank_pool, lexical_only=True, sparse=sparse
-            )
-            for hit, page in expanded:
-                pages.setdefault(page.page_id, page)
-                segment_of.setdefault(page.page_id, hit.payload.get("segment_id"))
-            lexical_score = {page.page_id: hit.score for hit, page in expanded}
-            pool = [
-                PoolPage(
-                    page_id,
-                    page.seq,
-                    page.timestamp.timestamp(),
-                    lexical_score.get(page_id, 0.0),
-                    dense_score.get(page_id),
-                )
-                for page_id, page in pages.items()
-            ]
-            ranked_pool = rank_pool(pool, weights, len(pool))
-        # The ranking runs until it holds k MTM pages: the k the paper gives MTM, with the STM
-        # pages that rank among them placed where they rank (the rest of STM follows them).
-        ranked: list[tuple[str, float]] = []
-        chosen: list[PageCandidate] = []
-        for page_id, score in ranked_pool:
-            if len(chosen) == k:
-                break
-            ranked.append((page_id, score))
-            if segment_of.get(page_id):
-                chosen.append(PageCandidate(page_id, str(segment_of[page_id]), score))
-        return [page_id for page_id, _ in ranked], chosen, pages
-
-    async def _distinctive_terms(
-        self, user_id: str, vector: list[float], query: str, settings: Settings
-    ) -> list[str]:
-        """The query's terms without question words and without the user's common words."""
-        terms = list(dict.fromkeys(query_terms(query)))
-        if settings.rank_common_share >= 1.0 or not terms:
-            return terms
-        repo = self.deps.repo
-        pages = await repo.count_pages(user_id)
-        limit = int(settings.rank_common_share * pages) + 1  # enough to tell "more than"
-        counts = await asyncio.gather(
-            *(repo.pages_with_token(user_id, vector, term, limit) for term in terms)
-        )
-        holding = dict(zip(terms, counts, strict=True))
-        return distinctive_terms(terms, holding, pages, settings.rank_common_share)
-
-    @staticmethod
-    def _expanded_query(
-        text: str, ranked: list[tuple[str, float]], pages: dict[str, Page], settings: Settings
-    ) -> dict[int, float]:
-        """The query's lexical vector, (1 - lambda) of it plus lambda x the feedback terms."""
-        bags = {
-            page_id: tokenize(f"{page.query} {page.response}") for page_id, page in pages.items()
-        }
-        frequency: dict[str, int] = {}
-        for bag in bags.values():
-            for token in set(bag):
-                frequency[token] = frequency.get(token, 0) + 1
-        top = ranked[: settings.rank_feedback_pages]
-        terms = expansion_terms(
-            [(bags[page_id], score) for page_id, score in top],
-            frequency,
-            len(bags),
-            set(tokenize(text)),
-            settings.rank_feedback_terms,
-        )
-        share = settings.rank_feedback_weight
-        sparse = {index: (1 - share) * weight for index, weight in lexical_vector(text).items()}
-        for term, weight in terms.items():
-            index = token_index(term)
-            sparse[index] = sparse.get(index, 0.0) + share * weight
-        return sparse
 
     async def _mid_term_pages(
         self,
