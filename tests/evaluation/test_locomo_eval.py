@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from adapters.settings import load_settings
-from evaluation import locomo
+from evaluation import locomo, locomo_report
 from evaluation import locomo_data as data
 from schemas.errors import InvalidEvent
 from streams.broker import free_port
@@ -260,7 +260,7 @@ def test_answers_are_scored_per_category_and_rendered() -> None:
     ingest = {"turns": 1, "seconds": 1.0, "idle": True, "mismatched_users": []}
     meta = {"data": "tiny.json", "samples": ["s"], "k": 10, "llm": "openai", "embedder": "e",
             "settings": {}, "elapsed_s": 1.0, "ingest": ingest}  # fmt: skip
-    markdown = locomo.render(meta | locomo.summarise(records))
+    markdown = locomo_report.render(meta | locomo_report.summarise(records))
     assert "| ours | top 5 |" in markdown
     assert "| f1 | - | 66.7 | - | 83.3 | 77.8 |" in markdown
 
