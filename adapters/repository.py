@@ -26,7 +26,7 @@ from adapters.ports import (
 from memory import ids
 from memory.persona import FactKind
 from memory.scoring import SegmentCandidate
-from memory.text import keyword_set, lexical_vector
+from memory.text import keyword_set, lexical_vector, token_index
 from schemas.records import Page, Persona, Segment
 
 STM = "stm"
@@ -120,13 +120,69 @@ class MemoryRepository:
         segment_ids: Sequence[str] | None,
         limit: int,
         lexical_only: bool = False,
+        semantic_only: bool = False,
     ) -> list[tuple[Hit, Page]]:
         """One hybrid ranking over the pages of these segments (scores comparable across
-        them), or over all the user's MTM pages when ``segment_ids`` is None."""
+        them), or over all the user's MTM pages when ``segment_ids`` is None.
+
+        ``lexical_only`` ranks by the sparse vector alone, ``semantic_only`` by cosine alone
+        (the paper's page stage); the score is then that search's own score.
+        """
         if segment_ids is not None and not segment_ids:
             return []
         where: Filter = {"tier": MTM} if segment_ids is None else {"segment_id": list(segment_ids)}
-        sparse = lexical_vector(text)
+        return await self._search(user_id, vector, text, limit, where, lexical_only, semantic_only)
+
+    async def search_all_pages(
+        self,
+        user_id: str,
+        vector: Sequence[float],
+        text: str,
+        limit: int,
+        lexical_only: bool,
+        sparse: Mapping[int, float] | None = None,
+    ) -> list[tuple[Hit, Page]]:
+        """Pages of every tier (STM, in transit, MTM) by cosine alone or by lexical score alone:
+        raw scores, for a ranking that weighs the two itself. ``sparse`` replaces the lexical
+        vector of ``text`` (a query expanded with weighted terms)."""
+        where: Filter = {"tier": [STM, LEAVING, MTM]}
+        return await self._search(
+            user_id, vector, text, limit, where, lexical_only, not lexical_only, sparse
+        )
+
+    async def count_pages(self, user_id: str) -> int:
+        """Pages of the user in every tier."""
+        return await self.store.count(PAGES, user_id, {"tier": [STM, LEAVING, MTM]})
+
+    async def pages_with_token(
+        self, user_id: str, vector: Sequence[float], token: str, limit: int
+    ) -> int:
+        """How many of the user's pages hold ``token`` (a ``tokenize`` token), counted up to
+        ``limit``: a lexical search for that one token returns exactly those pages."""
+        where: Filter = {"tier": [STM, LEAVING, MTM]}
+        hits = await self.store.search(
+            PAGES,
+            user_id,
+            vector,
+            limit,
+            where=where,
+            sparse={token_index(token): 1.0},
+            lexical_only=True,
+        )
+        return len(hits)
+
+    async def _search(
+        self,
+        user_id: str,
+        vector: Sequence[float],
+        text: str,
+        limit: int,
+        where: Filter,
+        lexical_only: bool,
+        semantic_only: bool,
+        given: Mapping[int, float] | None = None,
+    ) -> list[tuple[Hit, Page]]:
+        sparse = None if semantic_only else dict(given) if given else lexical_vector(text)
         if lexical_only and not sparse:
             return []  # a text of stop words only: nothing to match lexically
         hits = await self.store.search(

@@ -25,6 +25,7 @@ from memory.heat import HeatParams
 from schemas.errors import ConfigError
 
 ENV_PREFIX = "MEMORYOS_"
+MtmRetrieval = Literal["paper", "fused", "structured"]
 
 
 class Settings(BaseSettings):
@@ -49,10 +50,46 @@ class Settings(BaseSettings):
     retrieve_segments: int = Field(5, ge=1, le=200, description="top m segments by F")
     retrieve_pages: int = Field(10, ge=1, le=1000, description="top k pages inside them")
     retrieve_lpm: int = Field(10, ge=1, le=1000, description="top user KB / agent traits")
-    mtm_retrieval: Literal["paper", "fused"] = Field(
-        "fused",
-        description="paper: top k pages of the top m segments; fused: that ranking fused (RRF) "
-        "with a hybrid search over all the user's MTM pages",
+    mtm_retrieval: MtmRetrieval = Field(
+        "structured",
+        description="paper: top k pages of the top m segments by semantic similarity; fused: "
+        "that ranking (hybrid) fused (RRF) with a lexical search over all the user's MTM pages; "
+        "structured: every page of the user scored by lexical + dense evidence, spread to "
+        "neighbouring pages and to the page's session (memory/ranking.py)",
+    )
+    rank_pool: int = Field(
+        100, ge=1, le=10_000, description="structured: pages fetched by each of the two searches"
+    )
+    rank_dense_weight: float = Field(
+        0.35, ge=0.0, description="structured: weight of the cosine beside the scaled lexical score"
+    )
+    rank_neighbor_weight: float = Field(
+        0.4, ge=0.0, description="structured: share of a neighbouring page's score a page gets"
+    )
+    rank_session_weight: float = Field(
+        0.0, ge=0.0, description="structured: share of its session's best score a page gets"
+    )
+    rank_common_share: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="structured: query terms in more of the user's pages than this share are "
+        "left out of the lexical search (1.0: keep all)",
+    )
+    rank_segment_weight: float = Field(
+        0.0, ge=0.0, description="structured: weight of the page's segment F (scaled to the best)"
+    )
+    rank_feedback_pages: int = Field(
+        0, ge=0, le=100, description="structured: top pages whose terms expand the query (0: off)"
+    )
+    rank_feedback_terms: int = Field(
+        10, ge=0, le=100, description="structured: expansion terms taken from them"
+    )
+    rank_feedback_weight: float = Field(
+        0.3, ge=0.0, le=1.0, description="structured: weight of the expansion terms (RM3 lambda)"
+    )
+    rank_session_gap_s: float = Field(
+        1800.0, gt=0.0, description="structured: a longer pause between pages starts a session"
     )
     segment_vector: Literal["centroid", "summary"] = Field(
         "centroid",
@@ -61,6 +98,11 @@ class Settings(BaseSettings):
 
     # --- backends ---
     llm: Literal["offline", "openai"] = Field("offline", description="LLM backend")
+    offline_keywords: Literal["yake", "content"] = Field(
+        "content",
+        description="offline LLM topic keywords: yake's top phrases, or (content) yake's "
+        "phrases without chit-chat, then the dates said",
+    )
     llm_model: str = Field("gpt-4o-mini", min_length=1, description="chat model name")
     llm_timeout_s: float = Field(60.0, gt=0.0, description="per-call timeout, seconds")
     llm_max_retries: int = Field(5, ge=0, le=20, description="retries on 429/5xx/timeouts")

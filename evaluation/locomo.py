@@ -11,24 +11,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import bm25s
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
 from adapters.ports import Embedder
-from adapters.settings import Settings
+from adapters.settings import MtmRetrieval, Settings
 from evaluation import locomo_data as data
 from evaluation.locomo_data import Ranked, Record, Sample
+from evaluation.locomo_report import summarise, write_outputs
 from evaluation.scratch import fresh_stack
+from memory.text import tokenize
 from schemas.errors import InvalidEvent, MemoryOSError
 from schemas.records import Page
 from schemas.turn import TurnEvent
@@ -46,6 +47,7 @@ STOP_DRAIN_S = 2.0
 BASELINE_DEPTH = 50  # baseline rankings kept per question, at least our context's size
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's default token pattern
 _STOPWORDS = frozenset(STOPWORDS_EN)
+MODES = get_args(MtmRetrieval)
 
 
 @dataclass
@@ -63,8 +65,23 @@ def main(args: argparse.Namespace, settings: Settings, progress: Progress = NO_P
     if int(args.k) < 1:
         raise InvalidEvent(f"--k must be at least 1, got {args.k}", field="k")
     samples = data.load_samples(Path(args.data), wanted)
-    run = evaluate(samples, Path(args.out), int(args.k), settings, str(args.data), progress)
-    return asyncio.run(run)
+    holdout = _ids(getattr(args, "holdout", None))
+    unknown = sorted(set(holdout) - {sample.sample_id for sample in samples})
+    if unknown:
+        raise InvalidEvent(f"--holdout names samples not evaluated: {unknown}", field="holdout")
+    modes = [m for m in _ids(getattr(args, "modes", None)) if m != settings.mtm_retrieval]
+    bad = sorted(set(modes) - set(MODES))
+    if bad:
+        raise InvalidEvent(f"--modes: unknown {bad}; known {list(MODES)}", field="modes")
+    return asyncio.run(
+        evaluate(
+            samples, Path(args.out), int(args.k), settings, str(args.data), progress, holdout, modes
+        )
+    )
+
+
+def _ids(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
 
 
 async def evaluate(
@@ -74,14 +91,17 @@ async def evaluate(
     settings: Settings,
     source: str = "",
     progress: Progress = NO_PROGRESS,
+    holdout: Sequence[str] = (),
+    modes: Sequence[str] = (),
 ) -> int:
     started = time.perf_counter()
     progress.phase("start stack")
     async with fresh_stack(settings, STOP_DRAIN_S, prefix="memoryos-locomo-") as stack:
         ingest = await ingest_all(stack, samples, started, progress)
-        records = await ask_all(stack, samples, k, started, progress)
+        records = await ask_all(stack, samples, k, started, progress, modes)
         run_settings = stack.settings
-    summary = samples_meta(samples, source, k, run_settings, ingest) | summarise(records)
+    summary = samples_meta(samples, source, k, run_settings, ingest)
+    summary |= summarise(records, modes, holdout)
     summary["elapsed_s"] = round(time.perf_counter() - started, 1)
     write_outputs(out, records, summary)
     log.info("wrote %s/retrieval.jsonl, summary.md, summary.json", out)
@@ -107,6 +127,13 @@ def samples_meta(
                 "retrieve_pages",
                 "segment_vector",
                 "mtm_retrieval",
+                "rank_pool",
+                "rank_dense_weight",
+                "rank_neighbor_weight",
+                "rank_session_weight",
+                "rank_common_share",
+                "rank_segment_weight",
+                "rank_feedback_pages",
             )
         },
         "ingest": {
@@ -213,6 +240,7 @@ async def ask_all(
     k: int,
     started: float,
     progress: Progress = NO_PROGRESS,
+    modes: Sequence[str] = (),
 ) -> list[Record]:
     assert stack.deps is not None
     records: list[Record] = []
@@ -221,15 +249,19 @@ async def ask_all(
         progress.detail(sample.sample_id)
         baselines = await TurnBaselines.build(sample.turns, stack.deps.embedder)
         depth = max(BASELINE_DEPTH, k + stack.settings.stm_capacity)  # >= our largest context
-        bm25 = baselines.bm25([q.text for q in sample.questions], depth)
-        dense = await baselines.dense([q.text for q in sample.questions], depth)
+        texts = [q.text for q in sample.questions]
+        flat = {
+            "bm25": baselines.bm25(texts, depth),
+            "bm25-stemmed": baselines.bm25(texts, depth, stemmed=True),
+            "dense": await baselines.dense(texts, depth),
+        }
         done = 0
         for start in range(0, len(sample.questions), QUESTION_BATCH):
             batch = sample.questions[start : start + QUESTION_BATCH]
-            answered = await asyncio.gather(*(ask(stack, sample, q, k) for q in batch))
+            answered = await asyncio.gather(*(ask(stack, sample, q, k, modes) for q in batch))
             for offset, record in enumerate(answered):
-                record.rankings["bm25"] = bm25[start + offset]
-                record.rankings["dense"] = dense[start + offset]
+                for name, rankings in flat.items():
+                    record.rankings[name] = rankings[start + offset]
             records.extend(answered)
             done += len(batch)
             progress.advance(len(batch))
@@ -242,32 +274,42 @@ async def ask_all(
     return records
 
 
-async def ask(stack: Stack, sample: Sample, question: data.Question, k: int) -> Record:
+async def ask(
+    stack: Stack, sample: Sample, question: data.Question, k: int, modes: Sequence[str] = ()
+) -> Record:
     service = stack.service
     assert service is not None
     retrieved = await service.retrieve(sample.user_id, question.text, top_k=k)
-    # The order pages enter the prompt: mid-term by rank, then the short-term window.
-    pages: dict[str, Page] = {}
-    for page in [page for page, _, _ in retrieved.mid_term] + retrieved.short_term:
-        pages.setdefault(page.page_id, page)
+    others = {
+        mode: _ranked(
+            (await service.retrieve(sample.user_id, question.text, top_k=k, mode=mode)).context()
+        )
+        for mode in modes
+    }
     response = None
     if stack.settings.llm == "openai":
         try:
-            response, _, _ = await service.respond(sample.user_id, question.text)
+            # record=False: a question must not become a turn of the memory under test
+            response, _, _ = await service.respond(sample.user_id, question.text, record=False)
         except MemoryOSError as exc:
             # One failed answer should not void the run; it scores 0 like a wrong answer.
             log.warning("%s question %d: no answer (%s)", sample.sample_id, question.index, exc)
             response = ""
-    context = Ranked(
-        pages=[[str(d) for d in page.meta.get("dia_ids", [])] for page in pages.values()],
-        words=[data.word_count(f"{page.query} {page.response}") for page in pages.values()],
-    )
     return Record(
         sample_id=sample.sample_id,
         question=question,
         response=response,
         mid_term_count=len(retrieved.mid_term),
-        rankings={"ours": context},
+        rankings={"ours": _ranked(retrieved.context())} | others,
+    )
+
+
+def _ranked(pages: Sequence[Page]) -> Ranked:
+    """A context in its order (``Retrieved.context``: ranked pages first, then the rest of
+    the short-term window) as the scorer sees it."""
+    return Ranked(
+        pages=[[str(d) for d in page.meta.get("dia_ids", [])] for page in pages],
+        words=[data.word_count(f"{page.query} {page.response}") for page in pages],
     )
 
 
@@ -285,8 +327,12 @@ class TurnBaselines:
         self.embedder = embedder
         self.words = [data.word_count(f"{t.query} {t.response}") for t in self.turns]
         self.index = bm25s.BM25()
+        self.stemmed = bm25s.BM25()
         if self.turns:
             self.index.index([tokens(data.turn_text(t)) for t in self.turns], show_progress=False)
+            self.stemmed.index(
+                [tokenize(data.turn_text(t)) for t in self.turns], show_progress=False
+            )
 
     @classmethod
     async def build(cls, turns: Sequence[TurnEvent], embedder: Embedder) -> TurnBaselines:
@@ -299,12 +345,15 @@ class TurnBaselines:
             words=[self.words[i] for i in order],
         )
 
-    def bm25(self, questions: Sequence[str], depth: int) -> list[Ranked]:
+    def bm25(self, questions: Sequence[str], depth: int, stemmed: bool = False) -> list[Ranked]:
+        """Plain BM25 (``tokens``), or with ``stemmed`` our own tokenizer (``memory.text``:
+        stopwords out, light stemming), which alone separates much of our gain from BM25's."""
         if not self.turns:
             return [Ranked([], []) for _ in questions]
         depth = min(depth, len(self.turns))
-        found, scores = self.index.retrieve(
-            [tokens(q) for q in questions], k=depth, show_progress=False
+        index, tokenizer = (self.stemmed, tokenize) if stemmed else (self.index, tokens)
+        found, scores = index.retrieve(
+            [tokenizer(q) for q in questions], k=depth, show_progress=False
         )
         # A question none of whose words occur gets zero scores: its "ranking" is arbitrary,
         # so it retrieves nothing rather than pages picked by index order.
@@ -320,117 +369,3 @@ class TurnBaselines:
         similarity = queries @ self.vectors.T  # unit vectors: dot product is cosine
         order = np.argsort(-similarity, axis=1, kind="stable")[:, :depth]
         return [self.ranked([int(i) for i in row]) for row in order]
-
-
-# --- outputs ---
-
-
-def summarise(records: Sequence[Record]) -> dict[str, Any]:
-    """Our recall at 5, 10 and the whole context, and the baselines at 5, 10 and our mean size."""
-    ours = [record.rankings["ours"] for record in records]
-    mean_pages = sum(len(r.pages) for r in ours) / len(ours) if ours else 0.0
-    budgets = sorted({5, 10, max(1, round(mean_pages))})
-    rows = [data.recall_row(records, "ours", n) for n in (5, 10, None)]
-    rows += [data.recall_row(records, name, n) for name in ("bm25", "dense") for n in budgets]
-    counts: dict[str, dict[str, int]] = {}
-    for record in records:
-        question = record.question
-        name = data.CATEGORIES.get(question.category, "adversarial")
-        count = counts.setdefault(name, {"questions": 0, "with_evidence": 0})
-        count["questions"] += 1
-        count["with_evidence"] += bool(question.evidence)
-    return {
-        "questions": counts,
-        "context": {
-            "mean_pages": mean_pages,
-            "mean_mid_term_pages": _mean([float(r.mid_term_count) for r in records]),
-            "mean_words": _mean([float(sum(r.words)) for r in ours]),
-        },
-        "budgets": budgets,
-        "recall": rows,
-        "answers": data.answer_scores(records),
-    }
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
-
-
-def write_outputs(out: Path, records: Sequence[Record], summary: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / "retrieval.jsonl").open("w") as lines:
-        for record in records:
-            lines.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "summary.md").write_text(render(summary))
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
-
-
-def render(summary: dict[str, Any]) -> str:
-    counts, context, ingest = summary["questions"], summary["context"], summary["ingest"]
-    names = [*data.CATEGORIES.values(), "adversarial"]
-    header = [f"{n} ({counts.get(n, {}).get('with_evidence', 0)})" for n in names]
-    lines = [
-        "# LoCoMo evaluation",
-        "",
-        f"Data `{summary['data']}`, samples {', '.join(summary['samples'])}; "
-        f"{sum(c['questions'] for c in counts.values())} questions; k = {summary['k']}; "
-        f"llm {summary['llm']}, embedder {summary['embedder']}; settings {summary['settings']}.",
-        f"Ingest: {ingest['turns']} turns in {ingest['seconds']} s, complete: "
-        f"{ingest['idle'] and not ingest['mismatched_users']}"
-        + (f" (MISMATCH: {ingest['mismatched_users']})" if ingest["mismatched_users"] else "")
-        + f". Whole run {summary['elapsed_s']} s.",
-        "",
-        "## Evidence recall (%), turn level",
-        "",
-        "| retriever | pages | "
-        + " | ".join(header[:-1])
-        + " | overall 1-4 | "
-        + header[-1]
-        + " | mean pages | mean words |",
-        "|---|---|" + "---:|" * (len(header) + 3),
-    ]
-    for row in summary["recall"]:
-        budget = row["budget"]
-        label = "whole context" if budget == "whole" else f"top {budget}"
-        cells = [_pct(row["recall"][n]) for n in names[:-1]]
-        lines.append(
-            f"| {row['retriever']} | {label} | " + " | ".join(cells) + f" | "
-            f"**{_pct(row['overall'])}** | {_pct(row['adversarial'])} | "
-            f"{row['mean_pages']:.1f} | {row['mean_words']:.0f} |"
-        )
-    lines += [
-        "",
-        f"Our context per question: {context['mean_pages']:.1f} pages on average "
-        f"({context['mean_mid_term_pages']:.1f} mid-term, the rest the short-term window), "
-        f"{context['mean_words']:.0f} words.",
-        "",
-        "- ours: the pages `ResponseService.retrieve` returns, in prompt order (mid-term by rank, "
-        "then the short-term window); top N = the first N of them.",
-        "- bm25: `bm25s` over the same turns (query + response text), lowercase words, English "
-        "stopwords removed. dense: the pipeline's embedder over the same turn text, cosine.",
-        "- Baselines run at 5, 10 and our mean context size "
-        f"({', '.join(str(b) for b in summary['budgets'])} pages).",
-        "- Recall of a question: share of its evidence dia_ids (malformed ids repaired) inside "
-        "the pages; header counts are questions with evidence, the only ones scored; overall "
-        "1-4 is the mean over those questions.",
-        "- Words: whitespace-split words of each page's query and response (no labels, "
-        "timestamps or summaries), a proxy for context tokens.",
-    ]
-    answers = summary.get("answers")
-    if answers:
-        lines += ["", "## Answers (categories 1-4)", ""]
-        lines += ["| metric | " + " | ".join([*names[:-1], "overall"]) + " |"]
-        lines += ["|---|" + "---:|" * (len(names))]
-        for metric in ("f1", "bleu1"):
-            cells = [_pct(answers[metric][n]) for n in [*names[:-1], "overall"]]
-            lines.append(f"| {metric} | " + " | ".join(cells) + " |")
-        lines += [
-            "",
-            "F1: LoCoMo's normalised token F1 (multi-hop answers split on commas); "
-            "BLEU-1: clipped unigram precision with brevity penalty.",
-        ]
-    return "\n".join(lines) + "\n"

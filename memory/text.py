@@ -130,6 +130,18 @@ def query_keywords(text: str, limit: int = 10) -> list[str]:
     return ranked[:limit]
 
 
+# Words that shape a question but name nothing it asks about (stems, as ``tokenize`` gives).
+_QUESTION_TEXT = (
+    "what when where who whom whose which why how would could does did kind type likely"
+)
+QUESTION_WORDS = frozenset(_QUESTION_TEXT.split())
+
+
+def query_terms(text: str) -> list[str]:
+    """The tokens of a query without question words: the words the answer's page may hold."""
+    return [token for token in tokenize(text) if token not in QUESTION_WORDS]
+
+
 def token_index(token: str) -> int:
     """A stable 31-bit index for a token (crc32 is the same in every process, unlike hash())."""
     return zlib.crc32(token.encode("utf-8")) & 0x7FFFFFFF

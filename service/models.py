@@ -80,6 +80,11 @@ class RetrieveResponse(Body):
     user_traits: dict[str, TraitOut]
     user_knowledge: list[Scored]
     agent_traits: list[Scored]
+    context: list[str] = Field(
+        default_factory=list,
+        description="page ids in context order: the ranked pages of either tier, best first, "
+        "then the rest of the STM window",
+    )
 
 
 class Usage(Body):

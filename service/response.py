@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 from uuid import uuid4
 
 from adapters import tracing
@@ -19,6 +19,7 @@ from adapters.deps import Deps
 from adapters.journal import Journal, NoJournal
 from adapters.ports import PromptMemory
 from adapters.repository import HEAT_DOC
+from adapters.settings import MtmRetrieval, Settings
 from memory.heat import heat
 from memory.mtm import MidTermState
 from memory.persona import FactKind
@@ -26,12 +27,14 @@ from memory.prompt import build_prompt, prompt_texts
 from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segments
 from memory.text import keyword_set, query_keywords
 from schemas.codec import dumps
+from schemas.errors import InvalidEvent
 from schemas.records import ForgetUser, Page, Persona, RetrievalHit
 from schemas.topics import MTM as MTM_TOPIC
 from schemas.topics import TURNS, user_key
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
 from service.history import empty_history, user_history
 from service.locks import UserLocks
+from service.structured import structured_pages
 
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
 
@@ -48,6 +51,16 @@ class Retrieved:
     user_knowledge: list[tuple[str, float]]
     agent_traits: list[tuple[str, float]]
     segment_ids: list[str] = field(default_factory=list)
+    ranking: list[str] = field(default_factory=list)  # page ids, most relevant first
+
+    def context(self) -> list[Page]:
+        """The pages in context order: the ranked pages of either tier, best first, then the
+        rest of the STM window in its order."""
+        known = {page.page_id: page for page in self.short_term}
+        known |= {page.page_id: page for page, _, _ in self.mid_term}
+        ordered = [known[page_id] for page_id in self.ranking if page_id in known]
+        ordered += [page for page, _, _ in self.mid_term] + self.short_term
+        return list({page.page_id: page for page in ordered}.values())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +73,7 @@ class Retrieved:
             "user_traits": {k: v.model_dump() for k, v in self.persona.traits.items()},
             "user_knowledge": [{"text": t, "score": s} for t, s in self.user_knowledge],
             "agent_traits": [{"text": t, "score": s} for t, s in self.agent_traits],
+            "context": [page.page_id for page in self.context()],
         }
 
 
@@ -90,8 +104,16 @@ class ResponseService:
         return tombstone is not None and tombstone[1]
 
     @tracing.traced("memoryos.retrieve", tracing.of_user)
-    async def retrieve(self, user_id: str, query: str, top_k: int | None = None) -> Retrieved:
+    async def retrieve(
+        self, user_id: str, query: str, top_k: int | None = None, mode: str | None = None
+    ) -> Retrieved:
+        """Memory for ``query``; ``mode`` overrides ``mtm_retrieval`` for this call (the
+        evaluation compares the modes on one stored memory)."""
         deps, settings = self.deps, self.deps.settings
+        if mode is not None and mode != settings.mtm_retrieval:
+            if mode not in get_args(MtmRetrieval):
+                raise InvalidEvent(f"unknown retrieval mode {mode!r}", field="mode")
+            settings = settings.model_copy(update={"mtm_retrieval": mode})
         repo = deps.repo
         k = top_k or settings.retrieve_pages
         if await self.forgetting(user_id):
@@ -106,13 +128,24 @@ class ResponseService:
             repo.search_facts(user_id, FactKind.USER, vector, query, settings.retrieve_lpm),
             repo.search_facts(user_id, FactKind.AGENT, vector, query, settings.retrieve_lpm),
         )
-        ranked = rank_segments(
+        segment_f = rank_segments(
             [stored.candidate(score) for score, stored in nearest],
             keyword_set(query_keywords(query)),
-            settings.retrieve_segments,
+            len(nearest),
         )
+        ranked = segment_f[: settings.retrieve_segments]
         segment_ids = [segment_id for segment_id, _ in ranked]
-        chosen, pages = await self._mid_term_pages(user_id, vector, query, segment_ids, k)
+        ranking: list[str] = []
+        if settings.mtm_retrieval == "structured":
+            ranking, chosen, pages = await structured_pages(
+                repo, user_id, vector, query, k, settings, dict(segment_f)
+            )
+            segment_ids = []  # the segments visited are those of the pages chosen
+        else:
+            chosen, pages = await self._mid_term_pages(
+                user_id, vector, query, segment_ids, k, settings
+            )
+            ranking = [c.page_id for c in chosen]
         # Every segment that contributed is "retrieved": N_visit + 1 and a fresh access time.
         visited = list(dict.fromkeys([*segment_ids, *(c.segment_id for c in chosen)]))
         if visited:
@@ -125,17 +158,27 @@ class ResponseService:
             user_knowledge=[(str(h.payload["text"]), h.score) for h in knowledge],
             agent_traits=[(str(h.payload["text"]), h.score) for h in traits],
             segment_ids=visited,
+            ranking=ranking,
         )
 
     async def _mid_term_pages(
-        self, user_id: str, vector: list[float], query: str, segment_ids: list[str], k: int
+        self,
+        user_id: str,
+        vector: list[float],
+        query: str,
+        segment_ids: list[str],
+        k: int,
+        settings: Settings,
     ) -> tuple[list[PageCandidate], dict[str, Page]]:
-        """The paper's stage 2 (top k pages of the chosen segments, one hybrid ranking, so
-        scores compare across segments), fused in ``fused`` mode with a hybrid search over all
-        MTM pages, which catches evidence in segments that F did not rank in the top m."""
+        """The paper's stage 2: the top k pages of the chosen segments by semantic similarity
+        (``paper``); in ``fused`` mode one hybrid ranking of them fused with a lexical search
+        over all MTM pages, which catches evidence in segments that F did not rank in the top m."""
         repo = self.deps.repo
-        searches = [repo.search_pages(user_id, vector, query, segment_ids, k)]
-        if self.deps.settings.mtm_retrieval == "fused":
+        semantic = settings.mtm_retrieval == "paper"
+        searches = [
+            repo.search_pages(user_id, vector, query, segment_ids, k, semantic_only=semantic)
+        ]
+        if settings.mtm_retrieval == "fused":
             searches.append(repo.search_pages(user_id, vector, query, None, k, lexical_only=True))
         results = await asyncio.gather(*searches)
         pages = {page.page_id: page for hits in results for _, page in hits}

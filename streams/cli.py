@@ -172,6 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     locomo.add_argument("--out", type=Path, required=True, help="folder for the results")
     locomo.add_argument("--k", type=int, default=10, help="mid-term pages retrieved (default 10)")
     locomo.add_argument("--samples", help="comma-separated sample ids (default: all)")
+    locomo.add_argument(
+        "--holdout", help="comma-separated sample ids reported apart (not tuned on)"
+    )
+    locomo.add_argument(
+        "--modes", default="paper", help="other retrieval modes measured in the same run"
+    )
     _quiet_flag(locomo)
     locomo.set_defaults(handler=_lazy("evaluation.commands", "locomo"))
 

@@ -24,4 +24,4 @@ def build_llm(
         return OpenAILLM(settings, embedder=embedder, on_tokens=on_tokens)
     from adapters.llm.offline_llm import OfflineLLM
 
-    return OfflineLLM(embedder)
+    return OfflineLLM(embedder, keyword_mode=settings.offline_keywords)

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 import yake
 
@@ -114,8 +115,30 @@ def _extractor() -> yake.KeywordExtractor:
     return yake.KeywordExtractor(lan="en", n=2, top=5, dedup_lim=0.9)
 
 
-def keywords(text: str, limit: int = 5) -> list[str]:
-    """YAKE keywords; the most frequent content words when YAKE finds none."""
+_CHITCHAT_TEXT = """
+    hey hi hello wow yeah yep great awesome cool thanks thank good glad love amazing sound
+    really totally agree nice happy lot sweet fun super wonderful incredible gonna wanna
+    right definitely absolutely guess feel felt think know mean made make got get way thing
+    pic photo image picture"""
+CHITCHAT = frozenset(tokenize(_CHITCHAT_TEXT))  # not topic words: what a keyword must go past
+_DATE = re.compile(
+    r"\b(?:(?:19|20)\d\d|january|february|march|april|may|june|july|august|september|"
+    r"october|november|december|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    r"yesterday|weekend|tomorrow)\b",
+    re.IGNORECASE,
+)
+KeywordMode = Literal["yake", "content"]
+
+
+def keywords(text: str, limit: int = 5, mode: KeywordMode = "yake") -> list[str]:
+    """YAKE keywords; the most frequent content words when YAKE finds none.
+
+    ``content``: YAKE's phrases without chit-chat, then the dates said (``content_keywords``).
+    """
+    if mode == "content" and text:
+        found = content_keywords(text, limit)
+        if found:
+            return found
     found = [str(phrase) for phrase, _ in _extractor().extract_keywords(text)] if text else []
     found = [phrase for phrase in found if phrase.lower() not in IGNORED]
     if not found:
@@ -125,3 +148,22 @@ def keywords(text: str, limit: int = 5) -> list[str]:
                 counts[word] = counts.get(word, 0) + 1
         found = sorted(counts, key=lambda word: (-counts[word], word))
     return list(dict.fromkeys(found))[:limit]
+
+
+@lru_cache(maxsize=1)
+def _wide_extractor() -> yake.KeywordExtractor:
+    # three times the phrases: room for the chit-chat that is dropped
+    return yake.KeywordExtractor(lan="en", n=2, top=15, dedup_lim=0.9)
+
+
+def content_keywords(text: str, limit: int = 5, dates: int = 2) -> list[str]:
+    """The first ``limit`` YAKE phrases that hold a word beyond chit-chat (greetings, praise,
+    "photo": ``CHITCHAT``), then up to ``dates`` years, months, weekdays or relative days said.
+
+    Chat pages are full of "Hey Mel" and "Wow, awesome"; as segment keywords those join
+    unrelated pages and match every query, while a topic's nouns and dates tell segments apart.
+    """
+    phrases = [str(phrase) for phrase, _ in _wide_extractor().extract_keywords(text)]
+    content = [p for p in phrases if set(tokenize(p)) - CHITCHAT - STOPWORDS]
+    said = list(dict.fromkeys(match.group(0).lower() for match in _DATE.finditer(text)))
+    return list(dict.fromkeys([*content[:limit], *said[:dates]]))

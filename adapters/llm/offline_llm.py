@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from adapters.llm.extractive import (
+    KeywordMode,
     Line,
     dialogue_lines,
     keywords,
@@ -56,10 +57,18 @@ _PHATIC = re.compile(
 class OfflineLLM:
     backend = "offline"
 
-    def __init__(self, embedder: Embedder | None = None, *, announce: bool = True) -> None:
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        *,
+        announce: bool = True,
+        keyword_mode: KeywordMode = "yake",
+    ) -> None:
         """``embedder`` gives continuity vectors for pages that carry none; ``announce=False``
-        is for the OpenAI backend's fallback copy, which is not "the backend in use"."""
+        is for the OpenAI backend's fallback copy, which is not "the backend in use";
+        ``keyword_mode`` picks how topic keywords are extracted (``extractive.keywords``)."""
         self._embedder = embedder
+        self._keyword_mode: KeywordMode = keyword_mode
         if announce:
             log.warning("offline LLM backend in use: extractive heuristics, no model")
 
@@ -98,7 +107,7 @@ class OfflineLLM:
         lines = [line for line in dialogue_lines(dialogue) if line.speaker != "time"]
         if not speech(lines).strip():
             return []
-        return [_topic(part) for part in _split_themes(lines)]
+        return [_topic(part, self._keyword_mode) for part in _split_themes(lines)]
 
     async def segment_summary(self, previous_summary: str, dialogue: str) -> str:
         history = [Line("", previous_summary)] if previous_summary.strip() else []
@@ -153,8 +162,8 @@ def _split_themes(lines: Sequence[Line]) -> list[Sequence[Line]]:
     return [lines[:best_cut], lines[best_cut:]]
 
 
-def _topic(lines: Sequence[Line]) -> Topic:
-    found = keywords(speech(lines)) or ["dialogue"]
+def _topic(lines: Sequence[Line], mode: KeywordMode = "yake") -> Topic:
+    found = keywords(speech(lines), mode=mode) or ["dialogue"]
     content = summarize(lines) or speech(lines)[:FACT_MAX_CHARS]
     return Topic(theme=found[0][:1].upper() + found[0][1:], keywords=found, content=content)
 

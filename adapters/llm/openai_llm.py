@@ -56,7 +56,9 @@ class OpenAILLM:
         self._in_flight = asyncio.Semaphore(settings.llm_max_in_flight)
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._fallback = OfflineLLM(embedder, announce=False)
+        self._fallback = OfflineLLM(
+            embedder, announce=False, keyword_mode=settings.offline_keywords
+        )
         self.usage: dict[str, TaskUsage] = {}
 
     # --- the tasks ---

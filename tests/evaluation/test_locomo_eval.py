@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from adapters.settings import load_settings
-from evaluation import locomo
+from evaluation import locomo, locomo_report
 from evaluation import locomo_data as data
 from schemas.errors import InvalidEvent
 from streams.broker import free_port
@@ -260,7 +260,7 @@ def test_answers_are_scored_per_category_and_rendered() -> None:
     ingest = {"turns": 1, "seconds": 1.0, "idle": True, "mismatched_users": []}
     meta = {"data": "tiny.json", "samples": ["s"], "k": 10, "llm": "openai", "embedder": "e",
             "settings": {}, "elapsed_s": 1.0, "ingest": ingest}  # fmt: skip
-    markdown = locomo.render(meta | locomo.summarise(records))
+    markdown = locomo_report.render(meta | locomo_report.summarise(records))
     assert "| ours | top 5 |" in markdown
     assert "| f1 | - | 66.7 | - | 83.3 | 77.8 |" in markdown
 
@@ -288,7 +288,9 @@ def test_main_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         data_dir=tmp_path / "data", broker_port=free_port(), port=0, llm="offline"
     )
     out = tmp_path / "out"
-    args = argparse.Namespace(data=source, out=out, k=10, samples="conv 1")
+    args = argparse.Namespace(
+        data=source, out=out, k=10, samples="conv 1", holdout="conv 1", modes="paper,fused"
+    )
 
     assert locomo.main(args, settings) == 0
 
@@ -300,10 +302,12 @@ def test_main_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert [line["answer"] for line in lines] == ["Biscuit", "2023", None]
     assert all(line["response"] is None for line in lines)  # offline LLM: no respond
     for line in lines:
-        # 12 turns, a window of 7: at least the short-term pages, at most every page once
+        # 12 turns, a window of 7: at least the short-term pages (placed where they rank or
+        # after the ranked pages), at most every page once
         pages = line["context_pages"]
         assert 7 <= len(pages) <= 12
-        assert pages[-7:] == [t.meta["dia_ids"] for t in _all_turns()[-7:]]
+        window = [tuple(t.meta["dia_ids"]) for t in _all_turns()[-7:]]
+        assert set(window) <= {tuple(p) for p in pages}
         assert len({tuple(p) for p in pages}) == len(pages)
 
     summary = json.loads((out / "summary.json").read_text())
@@ -315,14 +319,56 @@ def test_main_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert summary["ingest"]["mismatched_users"] == []
     systems = {(row["retriever"], row["budget"]) for row in summary["recall"]}
     assert {("ours", 5), ("ours", 10), ("ours", "whole"), ("bm25", 5), ("dense", 10)} <= systems
+    assert {("paper", 10), ("fused", "whole"), ("bm25-stemmed", 5)} <= systems
+    held = summary["splits"]["held-out"]
+    assert held["samples"] == ["conv 1"]
+    assert held["recall"][0]["retriever"] == "ours"
+    assert summary["splits"]["tuned"]["samples"] == []
     assert summary["answers"] is None
     whole = next(r for r in summary["recall"] if r["budget"] == "whole")
     assert whole["recall"]["single-hop"] == 1.0  # 12 turns: the whole context covers a lot
     markdown = (out / "summary.md").read_text()
     assert "| ours | top 10 |" in markdown
     assert "| bm25 | top 5 |" in markdown
+    assert "| paper | whole context |" in markdown
+    assert "### held-out: conv 1" in markdown
     assert list(tmp_path.glob("memoryos-locomo-*")) == []  # the throw-away store is gone
 
 
 def _all_turns() -> list[Any]:
     return [turn for session in data.sample_sessions(tiny_sample()) for turn in session]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_main_with_an_openai_llm_scores_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MEMORYOS_LLM=openai (here the project's OpenAI-compatible test server): every question
+    of categories 1-4 is answered through ``respond`` and scored with F1 and BLEU-1."""
+    from evaluation.fake_openai import FakeOpenAI
+
+    source = tmp_path / "tiny_locomo.json"
+    source.write_text(json.dumps([tiny_sample()]))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with FakeOpenAI() as server:
+        server.replies["respond"] = "Biscuit"
+        settings = load_settings(
+            data_dir=tmp_path / "data",
+            broker_port=free_port(),
+            port=0,
+            llm="openai",
+            openai_base_url=server.base_url,
+            openai_api_key="test",
+        )
+        out = tmp_path / "out"
+        args = argparse.Namespace(data=source, out=out, k=10, samples=None, holdout=None, modes="")
+        assert locomo.main(args, settings) == 0
+
+    lines = [json.loads(line) for line in (out / "retrieval.jsonl").read_text().splitlines()]
+    assert [line["response"] for line in lines] == ["Biscuit", "Biscuit", "Biscuit"]
+    answers = json.loads((out / "summary.json").read_text())["answers"]
+    assert answers["f1"]["single-hop"] == 1.0  # "Biscuit" is the answer to question 0
+    assert answers["f1"]["temporal"] == 0.0
+    assert answers["bleu1"]["overall"] == pytest.approx(0.5)
+    assert "| f1 |" in (out / "summary.md").read_text()

@@ -24,6 +24,7 @@ API_KEY = "e2e-key"
 PAGE_KEYS = {"page_id", "turn_id", "query", "response", "timestamp", "meta", "chain"}
 RETRIEVE_KEYS = {
     "short_term",
+    "context",
     "mid_term",
     "user_profile",
     "user_traits",
@@ -160,6 +161,9 @@ async def test_retrieve_returns_every_tier_with_scored_mid_term_pages(
     assert set(found) == RETRIEVE_KEYS
     assert [p["turn_id"] for p in found["short_term"]] == ids[3:]
     assert 1 <= len(found["mid_term"]) <= 2
+    every_page = {p["page_id"] for p in found["short_term"] + found["mid_term"]}
+    assert set(found["context"]) == every_page  # each page once, in context order
+    assert len(found["context"]) == len(every_page)
     segment_ids = {s["segment_id"] for s in document["mid_term"]}
     for page in found["mid_term"]:
         assert set(page) == PAGE_KEYS | {"segment_id", "score"}

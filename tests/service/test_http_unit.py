@@ -409,6 +409,7 @@ async def test_retrieve_returns_the_documented_shape(client: httpx.AsyncClient) 
     body = response.json()
     assert set(body) == {
         "short_term",
+        "context",
         "mid_term",
         "user_profile",
         "user_traits",

@@ -1,0 +1,151 @@
+"""Structured page ranking: dense + lexical evidence, spread along the dialogue's structure.
+
+The paper ranks the pages of the chosen segments by semantic similarity alone. On LoCoMo the
+words of a question and the turn that answers it often sit one turn apart ("What did you
+paint?" / "A sunset"), and a question about a day's events matches several turns of that day.
+This module scores a pool of pages (the store's nearest pages by dense and by lexical search)
+in three steps, each a setting with 0 switching it off:
+
+1. base: lexical score / best lexical score in the pool + ``dense`` x cosine;
+2. neighbours: + ``neighbor`` x the base of the pages just before and after in the same
+   session (``seq`` adjacency), so a turn inherits some of its context's evidence;
+3. session: + ``session`` x the best step-2 score of the page's session (pages less than
+   ``session_gap_s`` apart, by timestamp), a document expansion at the level of a sitting.
+
+Pure and deterministic: ties go to the smaller page id.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PoolPage:
+    """A page found near the query: its place in the history and its two raw scores.
+
+    ``lexical`` is 0.0 and ``dense`` is None when that search did not return the page.
+    """
+
+    page_id: str
+    seq: int
+    timestamp: float  # seconds since the epoch
+    lexical: float = 0.0
+    dense: float | None = None
+    prior: float = 0.0  # the page's segment's F against the query, scaled to the best segment
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    dense: float = 0.35
+    neighbor: float = 0.4
+    session: float = 0.0
+    session_gap_s: float = 1800.0
+    segment: float = 0.0
+
+
+def base_scores(
+    pool: Sequence[PoolPage], dense_weight: float, prior_weight: float = 0.0
+) -> dict[str, float]:
+    """Lexical score scaled by the pool's best, plus ``dense_weight`` x cosine.
+
+    A page the dense search did not return gets the lowest cosine seen in the pool (it is
+    at most that close), or 0.0 when no page has one.
+    """
+    best_lexical = max((page.lexical for page in pool), default=0.0)
+    cosines = [page.dense for page in pool if page.dense is not None]
+    floor = min(cosines, default=0.0)
+    scale = 1.0 / best_lexical if best_lexical > 0 else 0.0
+    scores: dict[str, float] = {}
+    for page in pool:
+        cosine = floor if page.dense is None else page.dense
+        scores[page.page_id] = (
+            page.lexical * scale + dense_weight * cosine + prior_weight * page.prior
+        )
+    return scores
+
+
+def sessions(pool: Sequence[PoolPage], gap_s: float) -> dict[str, int]:
+    """Session number of every page: pages in ``seq`` order, a new session after more than
+    ``gap_s`` seconds between consecutive pages (pages missing from the pool between two
+    pages of one sitting only shorten the steps, so they do not split it)."""
+    ordered = sorted(pool, key=lambda page: (page.seq, page.page_id))
+    found: dict[str, int] = {}
+    number = 0
+    for before, page in zip([None, *ordered], ordered, strict=False):
+        if before is not None and page.timestamp - before.timestamp > gap_s:
+            number += 1
+        found[page.page_id] = number
+    return found
+
+
+def rank_pool(pool: Sequence[PoolPage], weights: RankWeights, k: int) -> list[tuple[str, float]]:
+    """The top ``k`` pages of the pool as (page id, score), best first."""
+    if k <= 0 or not pool:
+        return []
+    unique = list({page.page_id: page for page in pool}.values())
+    base = base_scores(unique, weights.dense, weights.segment)
+    session_of = sessions(unique, weights.session_gap_s)
+    by_seq = {page.seq: page.page_id for page in unique}
+    smoothed: dict[str, float] = {}
+    for page in unique:
+        score = base[page.page_id]
+        for seq in (page.seq - 1, page.seq + 1):
+            other = by_seq.get(seq)
+            if other is not None and session_of[other] == session_of[page.page_id]:
+                score += weights.neighbor * base[other]
+        smoothed[page.page_id] = score
+    best_of_session: dict[int, float] = {}
+    for page_id, score in smoothed.items():
+        number = session_of[page_id]
+        best_of_session[number] = max(score, best_of_session.get(number, score))
+    final = {
+        page_id: score + weights.session * best_of_session[session_of[page_id]]
+        for page_id, score in smoothed.items()
+    }
+    ordered = sorted(final, key=lambda page_id: (-final[page_id], page_id))
+    return [(page_id, final[page_id]) for page_id in ordered[:k]]
+
+
+def expansion_terms(
+    feedback: Sequence[tuple[Sequence[str], float]],
+    document_frequency: dict[str, int],
+    documents: int,
+    query: set[str],
+    limit: int,
+) -> dict[str, float]:
+    """Pseudo-relevance feedback (RM3's relevance model, weighted by IDF): terms of the top
+    pages that the query lacks, as {term: weight}, the heaviest at 1.0.
+
+    ``feedback`` holds each top page's tokens and its score; a term's weight is the
+    score-weighted sum of its share of each page's tokens, times log(1 + N / df) over the
+    ``documents`` pages whose document frequencies are given (rare terms carry the topic).
+    """
+    if limit <= 0 or not feedback:
+        return {}
+    total = sum(max(score, 0.0) for _, score in feedback) or 1.0
+    relevance: dict[str, float] = {}
+    for tokens, score in feedback:
+        if not tokens:
+            continue
+        share = max(score, 0.0) / total / len(tokens)
+        for token in tokens:
+            if token not in query:
+                relevance[token] = relevance.get(token, 0.0) + share
+    for token in relevance:
+        relevance[token] *= math.log(1 + documents / max(1, document_frequency.get(token, 1)))
+    ordered = sorted(relevance, key=lambda token: (-relevance[token], token))[:limit]
+    top = relevance[ordered[0]] if ordered else 0.0
+    return {token: relevance[token] / top for token in ordered if top > 0}
+
+
+def distinctive_terms(
+    terms: Sequence[str], holding: dict[str, int], pages: int, share: float
+) -> list[str]:
+    """The query terms held by at most ``share`` of the user's ``pages`` (``holding``: pages
+    per term). A word said all through one user's history (the partner's name, "photo")
+    points nowhere in particular; if every term is that common, all are kept."""
+    kept = [term for term in terms if holding.get(term, 0) <= share * pages]
+    return kept or list(terms)

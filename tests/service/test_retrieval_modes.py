@@ -1,0 +1,70 @@
+"""`ResponseService.retrieve` in each mode, over the in-memory pipeline with fakes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from schemas.codec import dumps
+from schemas.errors import InvalidEvent
+from schemas.topics import TURNS, user_key
+from schemas.turn import TurnEvent
+from service.response import ResponseService
+from tests.support.fakes import Pipeline, make_deps
+
+TOPICS = ["hiking boots", "sourdough bread", "violin lessons", "tax forms", "garden roses"]
+
+
+class NullSink:
+    async def send(self, topic: str, key: bytes, value: bytes) -> None:
+        return None
+
+
+@pytest.fixture
+async def service() -> ResponseService:
+    pipeline = Pipeline(await make_deps())  # STM window of 3 pages
+    for index in range(10):
+        turn = TurnEvent(
+            user_id="ann",
+            turn_id=f"t{index:03d}",
+            query=f"Tell me about {TOPICS[index % 5]} please",
+            response=f"Here is note {index} on {TOPICS[index % 5]}.",
+            timestamp=datetime.fromtimestamp(1_700_000_000 + index * 60, UTC),
+        )
+        await pipeline.send(TURNS, user_key("ann"), dumps(turn))
+    await pipeline.drain()
+    return ResponseService(pipeline.deps, NullSink())
+
+
+async def test_structured_ranks_either_tier_and_keeps_the_whole_window(
+    service: ResponseService,
+) -> None:
+    memory = await service.retrieve("ann", "What did I say about sourdough?", top_k=2)
+    window = [page.page_id for page in memory.short_term]
+    assert len(window) == 3
+    assert len(memory.mid_term) == 2  # k mid-term pages, whatever STM pages rank among them
+    assert all(page.page_id not in window for page, _, _ in memory.mid_term)
+    context = [page.page_id for page in memory.context()]
+    assert context[: len(memory.ranking)] == memory.ranking
+    assert set(window) <= set(context)
+    assert len(context) == len(set(context))
+    top = next(page for page in memory.context())
+    assert "sourdough" in top.query
+
+
+async def test_paper_mode_ranks_the_chosen_segments_pages_by_cosine(
+    service: ResponseService,
+) -> None:
+    memory = await service.retrieve("ann", "sourdough bread", top_k=3, mode="paper")
+    scores = [score for _, _, score in memory.mid_term]
+    assert scores == sorted(scores, reverse=True)
+    assert all(-1.0 <= score <= 1.0 for score in scores)  # cosines, not fused scores
+    assert memory.ranking == [page.page_id for page, _, _ in memory.mid_term]
+    context = [page.page_id for page in memory.context()]
+    assert context == memory.ranking + [page.page_id for page in memory.short_term]
+
+
+async def test_an_unknown_mode_is_refused(service: ResponseService) -> None:
+    with pytest.raises(InvalidEvent):
+        await service.retrieve("ann", "bread", mode="bm25")
