@@ -50,7 +50,8 @@ def create_app(
     app = ShortWaitApp(
         settings.app_id,
         fetch_max_wait_ms=settings.consumer_fetch_max_wait_ms,
-        broker=broker_url,
+        # one URL per server: Faust reads "kafka://a:9092,b:9092" as a single host
+        broker=[f"kafka://{server}" for server in broker_url.removeprefix("kafka://").split(",")],
         store="memory://",
         web_enabled=False,  # our own HTTP server serves health and metrics; no /table endpoint
         topic_partitions=settings.topic_partitions,
