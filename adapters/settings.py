@@ -61,6 +61,12 @@ class Settings(BaseSettings):
         description="segment embedding: mean of its page vectors, or the summary's embedding",
     )
 
+    answer_style: Literal["chat", "locomo"] = Field(
+        "chat",
+        description="respond: chat = a reply to the customer in full sentences; locomo = the "
+        "paper's benchmark answer style (concise entities, dates as '17 July 2025')",
+    )
+
     # --- backends ---
     llm: Literal["offline", "openai"] = Field("offline", description="LLM backend")
     llm_model: str = Field("gpt-4o-mini", min_length=1, description="chat model name")

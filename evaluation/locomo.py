@@ -76,6 +76,8 @@ async def evaluate(
     progress: Progress = NO_PROGRESS,
 ) -> int:
     started = time.perf_counter()
+    # LoCoMo scores short entity answers: the paper's benchmark prompt, not the chat reply.
+    settings = settings.model_copy(update={"answer_style": "locomo"})
     progress.phase("start stack")
     async with fresh_stack(settings, STOP_DRAIN_S, prefix="memoryos-locomo-") as stack:
         ingest = await ingest_all(stack, samples, started, progress)
@@ -107,6 +109,7 @@ def samples_meta(
                 "retrieve_pages",
                 "segment_vector",
                 "mtm_retrieval",
+                "answer_style",
             )
         },
         "ingest": {

@@ -145,11 +145,12 @@ class ResponseService:
         mid_term = [page for page, _, _ in memory.mid_term]
         knowledge = [text for text, _ in memory.user_knowledge]
         traits = [text for text, _ in memory.agent_traits]
+        style = self.deps.settings.answer_style
         system, user = build_prompt(
-            query, memory.short_term, mid_term, memory.persona, knowledge, traits
+            query, memory.short_term, mid_term, memory.persona, knowledge, traits, style=style
         )
         texts = prompt_texts(memory.short_term, mid_term, knowledge, traits)
-        answer = await self.deps.llm.respond(system, user, PromptMemory(query, texts))
+        answer = await self.deps.llm.respond(system, user, PromptMemory(query, texts, style))
         usage = {
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,
