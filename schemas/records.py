@@ -80,7 +80,13 @@ class Trait(Record):
 
 
 class Persona(Record):
-    """Long-term persona memory (LPM) of one user and the assistant as seen with that user."""
+    """Long-term persona memory (LPM) of one user and the assistants as seen with that user.
+
+    User memory (profile, traits, knowledge) is shared by every assistant of the tenant; agent
+    traits are per (user, assistant): ``agent_traits`` are the default assistant's and
+    ``assistant_traits`` the named ones'. ``profile`` holds what the persona stage extracted;
+    the profile set through the API is a separate document, merged over it when read.
+    """
 
     user_id: str
     profile: dict[str, Any] = Field(default_factory=dict)
@@ -88,6 +94,7 @@ class Persona(Record):
     user_knowledge: list[str] = Field(default_factory=list)
     agent_traits: list[str] = Field(default_factory=list)
     agent_profile: dict[str, Any] = Field(default_factory=dict)
+    assistant_traits: dict[str, list[str]] = Field(default_factory=dict)
 
 
 # --- events between stages (all keyed by user_id, so one user's events stay in order) ---

@@ -20,7 +20,7 @@ from adapters.ports import PromptMemory
 from adapters.repository import HEAT_DOC
 from memory.heat import heat
 from memory.mtm import MidTermState
-from memory.persona import FactKind
+from memory.persona import FactKind, persona_view
 from memory.prompt import build_prompt, prompt_texts
 from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segments
 from memory.text import keyword_set, query_keywords
@@ -54,6 +54,7 @@ class Retrieved:
                 for page, segment_id, score in self.mid_term
             ],
             "user_profile": self.persona.profile,
+            "agent_profile": self.persona.agent_profile,
             "user_traits": {k: v.model_dump() for k, v in self.persona.traits.items()},
             "user_knowledge": [{"text": t, "score": s} for t, s in self.user_knowledge],
             "agent_traits": [{"text": t, "score": s} for t, s in self.agent_traits],
@@ -79,7 +80,9 @@ class ResponseService:
         tombstone = await self.deps.repo.tombstone(user_id)
         return tombstone is not None and tombstone[1]
 
-    async def retrieve(self, user_id: str, query: str, top_k: int | None = None) -> Retrieved:
+    async def retrieve(
+        self, user_id: str, query: str, top_k: int | None = None, assistant_id: str | None = None
+    ) -> Retrieved:
         deps, settings = self.deps, self.deps.settings
         repo = deps.repo
         k = top_k or settings.retrieve_pages
@@ -91,9 +94,11 @@ class ResponseService:
             repo.nearest_segments(
                 user_id, vector, settings.retrieve_segments * SEGMENT_POOL, with_vectors=False
             ),
-            repo.load_persona(user_id),
+            self.persona(user_id, assistant_id),
             repo.search_facts(user_id, FactKind.USER, vector, query, settings.retrieve_lpm),
-            repo.search_facts(user_id, FactKind.AGENT, vector, query, settings.retrieve_lpm),
+            repo.search_facts(
+                user_id, FactKind.AGENT, vector, query, settings.retrieve_lpm, assistant_id
+            ),
         )
         ranked = rank_segments(
             [stored.candidate(score) for score, stored in nearest],
@@ -141,7 +146,7 @@ class ResponseService:
         self, user_id: str, query: str, assistant_id: str | None = None, record: bool = True
     ) -> tuple[str, Retrieved, dict[str, int]]:
         """Answer with memory; the exchange becomes a turn of the user's memory (``record``)."""
-        memory = await self.retrieve(user_id, query)
+        memory = await self.retrieve(user_id, query, assistant_id=assistant_id)
         mid_term = [page for page, _, _ in memory.mid_term]
         knowledge = [text for text, _ in memory.user_knowledge]
         traits = [text for text, _ in memory.agent_traits]
@@ -166,6 +171,31 @@ class ResponseService:
             )
             await self.add_turns([turn])
         return answer.text, memory, usage
+
+    async def persona(self, user_id: str, assistant_id: str | None = None) -> Persona:
+        """The persona as ``assistant_id`` sees it: the API's profile over the extracted one."""
+        repo = self.deps.repo
+        persona, stated, agent_profile = await asyncio.gather(
+            repo.load_persona(user_id),
+            repo.load_profile(user_id),
+            repo.load_assistant_profile(assistant_id),
+        )
+        return persona_view(persona, stated, agent_profile, assistant_id)
+
+    async def set_profile(self, user_id: str, profile: dict[str, Any]) -> dict[str, Any]:
+        """Replace the user's stated profile. Its own document, written only here: the persona
+        stage writes what it extracts elsewhere, so the two never race, and this one wins."""
+        await self.deps.repo.save_profile(user_id, profile)
+        return profile
+
+    async def set_assistant_profile(
+        self, assistant_id: str, profile: dict[str, Any]
+    ) -> dict[str, Any]:
+        await self.deps.repo.save_assistant_profile(assistant_id, profile)
+        return profile
+
+    async def assistant_profile(self, assistant_id: str) -> dict[str, Any]:
+        return await self.deps.repo.load_assistant_profile(assistant_id)
 
     async def forget(self, user_id: str) -> dict[str, int]:
         """Delete everything of one user: the store's points now, then a forget marker.
@@ -192,6 +222,13 @@ class ResponseService:
             repo.load_persona(user_id),
             repo.mid_term_pages(user_id),
         )
+        stated, agent_profile = await asyncio.gather(
+            repo.load_profile(user_id), repo.load_assistant_profile(None)
+        )
+        assistants = {
+            name: {"agent_profile": await repo.load_assistant_profile(name), "agent_traits": traits}
+            for name, traits in persona.assistant_traits.items()
+        }
         state = MidTermState.from_dict(heat_doc)
         params = self.deps.settings.heat_params
         by_segment: dict[str, list[dict[str, Any]]] = {}
@@ -221,10 +258,12 @@ class ResponseService:
             "short_term": [page.public() for page in short_term],
             "mid_term": mid_term,
             "persona": {
-                "profile": persona.profile,
+                "profile": persona.profile | stated,  # what the API set wins
                 "traits": {k: v.model_dump() for k, v in persona.traits.items()},
                 "user_knowledge": persona.user_knowledge,
-                "agent_traits": persona.agent_traits,
+                "agent_traits": persona.agent_traits,  # the default assistant's
+                "agent_profile": agent_profile,
+                "assistants": assistants,  # the named assistants, as seen with this user
             },
         }
 
@@ -235,6 +274,8 @@ def _empty_memory(user_id: str) -> dict[str, Any]:
         "traits": {},
         "user_knowledge": [],
         "agent_traits": [],
+        "agent_profile": {},
+        "assistants": {},
     }
     return {"user_id": user_id, "short_term": [], "mid_term": [], "persona": persona}
 

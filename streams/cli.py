@@ -124,7 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
         "file", type=Path, metavar="FILE", help="a JSONL file, one turn per line (format below)"
     )
     ingest.add_argument(
-        "--broker", metavar="URL", help="host:port[,host:port] (default: the embedded broker's port)"
+        "--broker",
+        metavar="URL",
+        help="host:port[,host:port] (default: the embedded broker's port)",
     )
     ingest.add_argument(
         "--wait", action="store_true", help="then wait until every sent turn is placed in memory"
