@@ -67,6 +67,13 @@ class Settings(BaseSettings):
         "paper's benchmark answer style (concise entities, dates as '17 July 2025')",
     )
 
+    pairing_wait_s: float = Field(
+        120.0,
+        gt=0.0,
+        description="how long a customer message waits for the assistant's reply before it "
+        "becomes a turn with an empty response (checked every MEMORYOS_RECONCILE_INTERVAL_S)",
+    )
+
     # --- backends ---
     llm: Literal["offline", "openai"] = Field("offline", description="LLM backend")
     llm_model: str = Field("gpt-4o-mini", min_length=1, description="chat model name")

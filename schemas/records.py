@@ -174,6 +174,15 @@ class ForgetUser(Record):
     at: float
 
 
+class PairingTick(Record):
+    """reconciler -> pairing stage: time has come to ``at``; flush messages that waited too
+    long for a reply (memoryos.messages, in the user's order like everything else)."""
+
+    kind: Literal["tick"] = "tick"
+    user_id: str
+    at: float
+
+
 class PageInput(RootModel[Annotated[PageEvent | ForgetUser, Field(discriminator="kind")]]):
     """What memoryos.pages carries."""
 

@@ -25,9 +25,10 @@ from memory.prompt import build_prompt, prompt_texts
 from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segments
 from memory.text import keyword_set, query_keywords
 from schemas.codec import dumps
+from schemas.message import MessageEvent
 from schemas.records import ForgetUser, Page, Persona, RetrievalHit
 from schemas.topics import MTM as MTM_TOPIC
-from schemas.topics import TURNS, user_key
+from schemas.topics import MESSAGES, TURNS, user_key
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
 
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
@@ -74,6 +75,13 @@ class ResponseService:
         for turn in turns:
             await self.sink.send(TURNS, user_key(turn.user_id), dumps(turn))
         return [turn.turn_id for turn in turns]
+
+    async def add_messages(self, messages: Sequence[MessageEvent]) -> list[str]:
+        """Messages for the pairing stage; acknowledged once durable, as turns are."""
+        await self.journal.append_messages(messages)
+        for message in messages:
+            await self.sink.send(MESSAGES, user_key(message.user_id), dumps(message))
+        return [message.message_id for message in messages]
 
     async def forgetting(self, user_id: str) -> bool:
         """A DELETE whose marker has not passed every stage yet: reads show nothing."""
@@ -209,6 +217,8 @@ class ResponseService:
         await self.journal.forget_user(user_id)
         marker = ForgetUser(user_id=user_id, at=at)
         await self.sink.send(TURNS, user_key(user_id), dumps(marker))
+        # and down the messages path, behind the user's messages not yet paired
+        await self.sink.send(MESSAGES, user_key(user_id), dumps(marker))
         return deleted
 
     async def get_memory(self, user_id: str) -> dict[str, Any]:

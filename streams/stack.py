@@ -128,11 +128,11 @@ class Stack:
             await self._kafka_sink.start()
             self.service = ResponseService(self.deps, self._kafka_sink, self.journal)
         else:
-            self.memory_app = create_app(settings, self.deps, self.broker_url)
+            self.memory_app = create_app(settings, self.deps, self.broker_url, journal=self.journal)
             sink = FaustSink(self.memory_app)
             self.service = ResponseService(self.deps, sink, self.journal)
             await self.memory_app.app.start()
-            self.reconciler = Reconciler(self.deps.repo, self.journal, sink.send)
+            self.reconciler = Reconciler(self.deps.repo, self.journal, sink.send, self.deps.clock)
             await self.reconciler.start()
             self._reconcile_task = asyncio.create_task(
                 self.reconciler.run_forever(settings.reconcile_interval_s)
