@@ -27,8 +27,8 @@ from memory.text import keyword_set, query_keywords
 from schemas.codec import dumps
 from schemas.message import MessageEvent
 from schemas.records import ForgetUser, Page, Persona, RetrievalHit
-from schemas.topics import MTM as MTM_TOPIC
 from schemas.topics import MESSAGES, TURNS, user_key
+from schemas.topics import MTM as MTM_TOPIC
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
 
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment

@@ -82,3 +82,11 @@ def test_published_schema_accepts_what_the_model_accepts() -> None:
     jsonschema.validate(turn(assistant_id="bot", channel="web", meta={"a": 1}), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(turn(user_id="bad id"), schema)
+
+
+def test_published_message_schema_is_current() -> None:
+    from schemas.export import MESSAGE_SCHEMA_PATH, message_schema_json
+
+    assert MESSAGE_SCHEMA_PATH.read_bytes() == message_schema_json(), (
+        "schemas/message.schema.json is stale: run `python -m schemas.export`"
+    )
