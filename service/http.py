@@ -49,6 +49,7 @@ from service.models import (
     UserProfile,
     error_responses,
 )
+from service.message_routes import add_message_routes
 from service.response import ResponseService
 
 UserId = Annotated[str, Path(pattern=ID_PATTERN, max_length=128, description="the user's id")]
@@ -237,6 +238,7 @@ def create_http_app(
 
     if api:
         _add_api_routes(app, service)
+        add_message_routes(app, service)
         if keys:
             _declare_bearer(app)
     return app

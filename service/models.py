@@ -73,6 +73,17 @@ class BatchAccepted(Body):
     results: list[BatchItem] = Field(description="one result per item, in request order")
 
 
+class MessageItem(Body):
+    index: int = Field(description="position of the message in the request")
+    message_id: str | None = Field(None, description="set when the message was accepted")
+    error: str | None = Field(None, description="set when the message was rejected: why")
+
+
+class MessagesAccepted(Body):
+    accepted: int = Field(description="how many messages went to memoryos.messages")
+    results: list[MessageItem] = Field(description="one result per message, in request order")
+
+
 class RetrieveResponse(Body):
     short_term: list[PageOut] = Field(description="every STM page, oldest first")
     mid_term: list[MidTermPage] = Field(description="top pages of the best-matching segments")

@@ -129,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="host:port[,host:port] (default: the embedded broker's port)",
     )
     ingest.add_argument(
+        "--messages",
+        action="store_true",
+        help="the file holds message events (one per line) for memoryos.messages, not turns",
+    )
+    ingest.add_argument(
         "--wait", action="store_true", help="then wait until every sent turn is placed in memory"
     )
     ingest.add_argument(

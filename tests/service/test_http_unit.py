@@ -49,6 +49,7 @@ class FakeMemory:
         self.answer = "You like tea."
         self.failure: Exception | None = None
         self.profiles: dict[str, dict[str, Any]] = {}
+        self.messages: list[Any] = []
 
     async def add_turns(self, turns: list[TurnEvent]) -> list[str]:
         if self.failure:
@@ -88,6 +89,10 @@ class FakeMemory:
 
     async def forget(self, user_id: str) -> dict[str, int]:
         return dict(FORGOTTEN)
+
+    async def add_messages(self, messages: list[Any]) -> list[str]:
+        self.messages.extend(messages)
+        return [message.message_id for message in messages]
 
     async def set_profile(self, user_id: str, profile: dict[str, Any]) -> dict[str, Any]:
         self.profiles[user_id] = profile
@@ -486,7 +491,7 @@ def test_the_spec_documents_errors_and_auth_for_every_v1_operation(fake: FakeMem
         if path.startswith("/v1")
         for method, operation in methods.items()
     ]
-    assert len(operations) == 9
+    assert len(operations) == 10
     for path, method, operation in operations:
         assert operation["security"] == [{"bearer": []}], (method, path)
         for status in ("401", "422"):
@@ -531,3 +536,51 @@ async def test_a_bad_profile_is_a_422(client: httpx.AsyncClient, body: Any, prob
     assert problem in error_of(response, 422)["error"]
     bad_id = await client.put("/v1/assistants/bad id/profile", json={}, headers=AUTH)
     assert error_of(bad_id, 422)["field"] == "assistant_id"
+
+
+# --- messages ---
+
+MESSAGE = {"user_id": "alice", "conversation_id": "c1", "role": "user", "text": "Hi there"}
+
+
+async def test_one_message_or_a_list_is_accepted(
+    client: httpx.AsyncClient, fake: FakeMemory
+) -> None:
+    one = await client.post("/v1/messages", json=MESSAGE | {"message_id": "m1"}, headers=AUTH)
+    assert (one.status_code, one.json()) == (
+        202,
+        {"accepted": 1, "results": [{"index": 0, "message_id": "m1"}]},
+    )
+    many = await client.post(
+        "/v1/messages",
+        json=[MESSAGE | {"channel": "email"}, MESSAGE | {"role": "bot"}, "text"],
+        headers=AUTH,
+    )
+    body = many.json()
+    assert (many.status_code, body["accepted"]) == (202, 1)
+    assert body["results"][0]["message_id"]
+    assert "role" in body["results"][1]["error"]
+    assert "JSON object" in body["results"][2]["error"]
+    assert [(m.message_id == "m1", m.channel) for m in fake.messages] == [
+        (True, None),
+        (False, "email"),
+    ]
+    assert fake.messages[0].timestamp.tzinfo is not None
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (MESSAGE | {"text": "  "}, "text"),
+        (MESSAGE | {"user_id": "bad id"}, "user_id"),
+        (MESSAGE | {"extra": 1}, "extra"),
+        ("just text", "body"),
+        ([{"role": "user"}] * 1001, "body"),
+    ],
+)
+async def test_a_bad_message_is_a_422_naming_the_field(
+    client: httpx.AsyncClient, fake: FakeMemory, body: Any, field: str
+) -> None:
+    response = await client.post("/v1/messages", json=body, headers=AUTH)
+    assert error_of(response, 422)["field"] == field
+    assert fake.messages == []
