@@ -38,6 +38,7 @@ from schemas.errors import (
 )
 from schemas.profile import DEFAULT_ASSISTANT, Profile
 from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
+from service.message_routes import add_message_routes
 from service.models import (
     AssistantProfile,
     BatchAccepted,
@@ -49,7 +50,6 @@ from service.models import (
     UserProfile,
     error_responses,
 )
-from service.message_routes import add_message_routes
 from service.response import ResponseService
 
 UserId = Annotated[str, Path(pattern=ID_PATTERN, max_length=128, description="the user's id")]
