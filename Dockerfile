@@ -27,6 +27,7 @@ COPY memory ./memory
 COPY service ./service
 COPY adapters ./adapters
 COPY evaluation ./evaluation
+COPY client ./client
 RUN pip install . && pip check
 
 # --- runtime: the virtualenv on a clean slim image, as a non-root user ---

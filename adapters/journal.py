@@ -1,4 +1,5 @@
-"""The embedded stack's inbox: accepted turns on disk until their page is in the store.
+"""The embedded stack's inbox: accepted turns on disk until their page is in the store, and
+accepted messages until the pairing stage holds them in the store (or made them a turn).
 
 The embedded broker keeps every record in memory only, so a turn acknowledged to a client
 must first be on disk in something we own. SQLite in WAL mode with ``synchronous=FULL``:
@@ -21,6 +22,7 @@ from adapters.settings import Settings
 from memory.ids import page_id
 from schemas.codec import dumps
 from schemas.errors import JournalError
+from schemas.message import MessageEvent
 from schemas.turn import TurnEvent
 
 
@@ -34,6 +36,14 @@ class Entry:
 
 class Journal(Protocol):
     async def append(self, turns: Sequence[TurnEvent]) -> None: ...
+
+    async def append_messages(self, messages: Sequence[MessageEvent]) -> None: ...
+
+    async def pending_messages(self, limit: int = 10_000) -> list[Entry]:
+        """Journaled messages not yet settled; ``page_id`` holds the message id."""
+        ...
+
+    async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None: ...
 
     async def pending(self, limit: int = 10_000) -> list[Entry]: ...
 
@@ -62,6 +72,15 @@ class NoJournal:
     async def append(self, turns: Sequence[TurnEvent]) -> None:
         return None
 
+    async def append_messages(self, messages: Sequence[MessageEvent]) -> None:
+        return None
+
+    async def pending_messages(self, limit: int = 10_000) -> list[Entry]:
+        return []
+
+    async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None:
+        return None
+
     async def pending(self, limit: int = 10_000) -> list[Entry]:
         return []
 
@@ -83,6 +102,13 @@ CREATE TABLE IF NOT EXISTS inbox (
     value BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS inbox_user ON inbox (user_id);
+CREATE TABLE IF NOT EXISTS message_inbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    value BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS message_inbox_user ON message_inbox (user_id, message_id);
 """
 
 
@@ -103,12 +129,25 @@ class SqliteJournal:
         await self._run("INSERT INTO inbox (user_id, page_id, value) VALUES (?, ?, ?)", rows)
 
     async def pending(self, limit: int = 10_000) -> list[Entry]:
+        return await self._read("SELECT seq, user_id, page_id, value FROM inbox", limit)
+
+    async def append_messages(self, messages: Sequence[MessageEvent]) -> None:
+        rows = [(m.user_id, m.message_id, dumps(m)) for m in messages]
+        sql = "INSERT INTO message_inbox (user_id, message_id, value) VALUES (?, ?, ?)"
+        await self._run(sql, rows)
+
+    async def pending_messages(self, limit: int = 10_000) -> list[Entry]:
+        sql = "SELECT seq, user_id, message_id, value FROM message_inbox"
+        return await self._read(sql, limit)
+
+    async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None:
+        sql = "DELETE FROM message_inbox WHERE user_id = ? AND message_id = ?"
+        await self._run(sql, [(user_id, message_id) for message_id in message_ids])
+
+    async def _read(self, select: str, limit: int) -> list[Entry]:
         def read() -> list[Entry]:
             with self._lock:
-                cursor = self._db.execute(
-                    "SELECT seq, user_id, page_id, value FROM inbox ORDER BY seq LIMIT ?",
-                    (limit,),
-                )
+                cursor = self._db.execute(f"{select} ORDER BY seq LIMIT ?", (limit,))
                 return [Entry(int(s), str(u), str(p), bytes(v)) for s, u, p, v in cursor]
 
         return await asyncio.to_thread(read)
@@ -118,6 +157,7 @@ class SqliteJournal:
 
     async def forget_user(self, user_id: str) -> None:
         await self._run("DELETE FROM inbox WHERE user_id = ?", [(user_id,)])
+        await self._run("DELETE FROM message_inbox WHERE user_id = ?", [(user_id,)])
 
     def close(self) -> None:
         with self._lock:

@@ -141,6 +141,7 @@ class PromptMemory:
 
     query: str
     texts: list[str]
+    style: str = "chat"  # the prompt's answer style (memory.prompt): "chat" or "locomo"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from adapters.ports import (
     VectorStore,
 )
 from memory import ids
-from memory.persona import FactKind
+from memory.persona import FactKind, assistant_of
 from memory.scoring import SegmentCandidate
 from memory.text import keyword_set, lexical_vector, token_index
 from schemas.records import Page, Persona, Segment
@@ -36,6 +36,11 @@ HEAT_DOC = "heat"
 PERSONA_DOC = "persona"
 TOMBSTONE_DOC = "tombstone"  # written by DELETE only: when the user was last deleted
 FORGOTTEN_DOC = "forgotten"  # written by the last stage only: the latest marker it has seen
+PROFILE_DOC = "profile"  # written by the API only (PUT .../profile): the stated profile
+PAIRING_DOC = "pairing"  # written by the pairing stage only: messages waiting for a reply
+# Assistant profiles belong to no user: kept under a key no user id can take (ids start with
+# a letter or digit), so no user's DELETE removes them.
+ASSISTANTS = "@assistants"
 FACT_COLLECTIONS = {FactKind.USER: USER_KNOWLEDGE, FactKind.AGENT: AGENT_TRAITS}
 
 
@@ -244,16 +249,36 @@ class MemoryRepository:
     async def save_persona(self, persona: Persona) -> None:
         await self.save_doc(persona.user_id, PERSONA_DOC, persona.model_dump(mode="json"))
 
+    async def load_profile(self, user_id: str) -> dict[str, Any]:
+        """The user profile set through the API (not what the persona stage extracted)."""
+        return await self.load_doc(user_id, PROFILE_DOC) or {}
+
+    async def save_profile(self, user_id: str, profile: Mapping[str, Any]) -> None:
+        await self.save_doc(user_id, PROFILE_DOC, profile)
+
+    async def load_assistant_profile(self, assistant_id: str | None) -> dict[str, Any]:
+        return await self.load_doc(ASSISTANTS, f"profile:{assistant_of(assistant_id)}") or {}
+
+    async def save_assistant_profile(self, assistant_id: str, profile: Mapping[str, Any]) -> None:
+        await self.save_doc(ASSISTANTS, f"profile:{assistant_of(assistant_id)}", profile)
+
     # --- user knowledge and agent traits ---
 
     async def save_facts(
-        self, user_id: str, kind: FactKind, facts: Sequence[str], vectors: Sequence[list[float]]
+        self,
+        user_id: str,
+        kind: FactKind,
+        facts: Sequence[str],
+        vectors: Sequence[list[float]],
+        assistant_id: str | None = None,
     ) -> None:
+        """``assistant_id`` scopes agent traits to one assistant (none: the default one)."""
+        scope = {"assistant_id": assistant_of(assistant_id)} if kind is FactKind.AGENT else {}
         points = [
             Point(
-                id=ids.fact_id(user_id, kind, fact),
+                id=ids.fact_id(user_id, kind, fact, assistant_id),
                 vector=vector,
-                payload={"user_id": user_id, "text": fact},
+                payload={"user_id": user_id, "text": fact, **scope},
                 sparse=lexical_vector(fact),
             )
             for fact, vector in zip(facts, vectors, strict=True)
@@ -261,16 +286,30 @@ class MemoryRepository:
         if points:
             await self.store.upsert(FACT_COLLECTIONS[kind], points)
 
-    async def delete_facts(self, user_id: str, kind: FactKind, facts: Iterable[str]) -> None:
-        fact_ids = [ids.fact_id(user_id, kind, fact) for fact in facts]
+    async def delete_facts(
+        self,
+        user_id: str,
+        kind: FactKind,
+        facts: Iterable[str],
+        assistant_id: str | None = None,
+    ) -> None:
+        fact_ids = [ids.fact_id(user_id, kind, fact, assistant_id) for fact in facts]
         if fact_ids:
             await self.store.delete(FACT_COLLECTIONS[kind], fact_ids)
 
     async def search_facts(
-        self, user_id: str, kind: FactKind, vector: Sequence[float], text: str, limit: int
+        self,
+        user_id: str,
+        kind: FactKind,
+        vector: Sequence[float],
+        text: str,
+        limit: int,
+        assistant_id: str | None = None,
     ) -> list[Hit]:
+        """Agent traits are searched among ``assistant_id``'s only (none: the default's)."""
+        where = {"assistant_id": assistant_of(assistant_id)} if kind is FactKind.AGENT else None
         return await self.store.search(
-            FACT_COLLECTIONS[kind], user_id, vector, limit, sparse=lexical_vector(text)
+            FACT_COLLECTIONS[kind], user_id, vector, limit, where=where, sparse=lexical_vector(text)
         )
 
     async def delete_doc(self, user_id: str, kind: str) -> None:

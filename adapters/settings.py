@@ -7,6 +7,7 @@ departure is a setting whose paper value is available.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,6 +27,8 @@ from schemas.errors import ConfigError
 
 ENV_PREFIX = "MEMORYOS_"
 MtmRetrieval = Literal["paper", "fused", "structured"]
+# host:port, the host a name, an IPv4 address or a bracketed IPv6 address
+_BROKER_ADDRESS = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}")
 
 
 class Settings(BaseSettings):
@@ -96,6 +99,19 @@ class Settings(BaseSettings):
         description="segment embedding: mean of its page vectors, or the summary's embedding",
     )
 
+    answer_style: Literal["chat", "locomo"] = Field(
+        "chat",
+        description="respond: chat = a reply to the customer in full sentences; locomo = the "
+        "paper's benchmark answer style (concise entities, dates as '17 July 2025')",
+    )
+
+    pairing_wait_s: float = Field(
+        120.0,
+        gt=0.0,
+        description="how long a customer message waits for the assistant's reply before it "
+        "becomes a turn with an empty response (checked every MEMORYOS_RECONCILE_INTERVAL_S)",
+    )
+
     # --- backends ---
     llm: Literal["offline", "openai"] = Field("offline", description="LLM backend")
     offline_keywords: Literal["yake", "content"] = Field(
@@ -135,7 +151,9 @@ class Settings(BaseSettings):
 
     # --- broker and pipeline ---
     broker_url: str | None = Field(
-        None, description="kafka://host:port of an existing Kafka; empty: embedded broker"
+        None,
+        description="host:port[,host:port] (or kafka://...) of an existing Kafka; "
+        "empty: embedded broker",
     )
     broker_port: int = Field(9092, ge=1, le=65535, description="embedded broker port")
     topic_partitions: int = Field(4, ge=1, le=1024, description="partitions per topic")
@@ -300,11 +318,14 @@ class Settings(BaseSettings):
     @field_validator("broker_url")
     @classmethod
     def _broker_scheme(cls, value: str | None) -> str | None:
+        """``host:port[,host:port]`` (what every Kafka tool takes) or ``kafka://`` the same;
+        kept as ``kafka://...``, the form Faust wants and the code strips for aiokafka."""
         if value in (None, ""):
             return None
-        if not value.startswith("kafka://"):
-            raise ValueError("must look like kafka://host:port[,host:port]")
-        return value
+        servers = value.removeprefix("kafka://").split(",")
+        if not all(_BROKER_ADDRESS.fullmatch(server.strip()) for server in servers):
+            raise ValueError("must look like host:port[,host:port] or kafka://host:port[,...]")
+        return "kafka://" + ",".join(server.strip() for server in servers)
 
     @model_validator(mode="after")
     def _openai_needs_key(self) -> Settings:

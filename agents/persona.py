@@ -1,4 +1,5 @@
-"""Persona stage: a hot segment's new pages -> user traits, user knowledge, agent traits (LPM)."""
+"""Persona stage: a hot segment's new pages -> user traits, knowledge and stated profile
+attributes (shared by the tenant's assistants), and agent traits per assistant (LPM)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,17 @@ from adapters.deps import Deps, Send
 from adapters.llm.prompts import dialogue_text
 from agents.forget import check_marker
 from agents.runtime import BatchRunner, RecordStage
-from memory.persona import FactKind, append_facts, merge_traits
+from memory.persona import (
+    FactKind,
+    agent_traits_of,
+    append_facts,
+    assistant_of,
+    merge_traits,
+    with_agent_traits,
+)
+from memory.profile import profile_from_facts
 from schemas.codec import dumps
-from schemas.records import ForgetUser, PersonaApplied, PersonaInput, PersonaJob
+from schemas.records import ForgetUser, Page, PersonaApplied, PersonaInput, PersonaJob
 from schemas.topics import user_key
 
 
@@ -34,34 +43,47 @@ class PersonaAgent(RecordStage):
         deps, settings = self.deps, self.deps.settings
         pages = await deps.repo.pages_by_id(job.user_id, job.page_ids)
         if pages:
+            # User memory is shared by the tenant's assistants; agent traits are per assistant.
+            by_assistant: dict[str, list[Page]] = {}
+            for page in pages:
+                by_assistant.setdefault(assistant_of(page.assistant_id), []).append(page)
             dialogue = dialogue_text(pages)
             persona = await deps.repo.load_persona(job.user_id)
             # LLMError propagates: the runner retries and dead-letters; nothing half-done is
             # stored, and no acknowledgement goes back, so the segment stays hot.
-            traits, user_facts, agent_facts = await asyncio.gather(
-                deps.llm.user_traits(persona.traits, dialogue),
-                deps.llm.user_knowledge(dialogue),
-                deps.llm.agent_traits(dialogue),
+            (traits, user_facts), agent_facts = await asyncio.gather(
+                asyncio.gather(
+                    deps.llm.user_traits(persona.traits, dialogue),
+                    deps.llm.user_knowledge(dialogue),
+                ),
+                asyncio.gather(
+                    *(
+                        deps.llm.agent_traits(dialogue_text(pages))
+                        for pages in by_assistant.values()
+                    )
+                ),
             )
             knowledge, dropped_knowledge = append_facts(
                 persona.user_knowledge, user_facts, settings.user_kb_capacity
             )
-            agent_traits, dropped_traits = append_facts(
-                persona.agent_traits, agent_facts, settings.agent_traits_capacity
-            )
             await self._store_facts(
                 job.user_id, FactKind.USER, persona.user_knowledge, knowledge, dropped_knowledge
-            )
-            await self._store_facts(
-                job.user_id, FactKind.AGENT, persona.agent_traits, agent_traits, dropped_traits
             )
             updated = persona.model_copy(
                 update={
                     "traits": merge_traits(persona.traits, traits),
                     "user_knowledge": knowledge,
-                    "agent_traits": agent_traits,
+                    # stated attributes; the API's profile is another document and wins on read
+                    "profile": persona.profile | profile_from_facts(user_facts),
                 }
             )
+            for assistant, facts in zip(by_assistant, agent_facts, strict=True):
+                before = agent_traits_of(persona, assistant)
+                after, dropped = append_facts(before, facts, settings.agent_traits_capacity)
+                await self._store_facts(
+                    job.user_id, FactKind.AGENT, before, after, dropped, assistant
+                )
+                updated = with_agent_traits(updated, assistant, after)
             await deps.repo.save_persona(updated)
             deps.metrics.transitions.labels(transition="persona_update").inc()
         applied = PersonaApplied(
@@ -84,10 +106,11 @@ class PersonaAgent(RecordStage):
         before: Sequence[str],
         after: Sequence[str],
         dropped: Sequence[str],
+        assistant_id: str | None = None,
     ) -> None:
         known = set(before)
         fresh = [fact for fact in after if fact not in known]
         if fresh:
             vectors = await self.deps.embedder.embed(fresh)
-            await self.deps.repo.save_facts(user_id, kind, fresh, vectors)
-        await self.deps.repo.delete_facts(user_id, kind, dropped)
+            await self.deps.repo.save_facts(user_id, kind, fresh, vectors, assistant_id)
+        await self.deps.repo.delete_facts(user_id, kind, dropped, assistant_id)

@@ -95,6 +95,8 @@ async def evaluate(
     modes: Sequence[str] = (),
 ) -> int:
     started = time.perf_counter()
+    # LoCoMo scores short entity answers: the paper's benchmark prompt, not the chat reply.
+    settings = settings.model_copy(update={"answer_style": "locomo"})
     progress.phase("start stack")
     async with fresh_stack(settings, STOP_DRAIN_S, prefix="memoryos-locomo-") as stack:
         ingest = await ingest_all(stack, samples, started, progress)
@@ -134,6 +136,7 @@ def samples_meta(
                 "rank_common_share",
                 "rank_segment_weight",
                 "rank_feedback_pages",
+                "answer_style",
             )
         },
         "ingest": {

@@ -13,6 +13,7 @@ import json
 from uuid import UUID, uuid5
 
 from memory.text import normalize_fact
+from schemas.profile import DEFAULT_ASSISTANT
 
 # Fixed forever: changing it would orphan every point already stored.
 NAMESPACE = UUID("6f1c2a9e-4b7d-5e3a-9c1f-0d8e7b6a5c43")
@@ -20,6 +21,7 @@ NAMESPACE = UUID("6f1c2a9e-4b7d-5e3a-9c1f-0d8e7b6a5c43")
 PAGE = "page"
 SEGMENT = "segment"
 PERSONA = "persona"
+MESSAGE = "message"
 
 
 def point_id(user_id: str, kind: str, key: str) -> str:
@@ -38,13 +40,23 @@ def segment_id(user_id: str, first_page_id: str) -> str:
     return point_id(user_id, SEGMENT, first_page_id)
 
 
-def fact_id(user_id: str, kind: str, normalized_text: str) -> str:
+def fact_id(user_id: str, kind: str, normalized_text: str, assistant_id: str | None = None) -> str:
     """A user-KB fact or agent trait (``kind`` tells which) by its normalized text.
 
     The text is normalized again here (normalization is idempotent), so two spellings of
-    one fact can never get two points even if a caller forgets to normalize.
+    one fact can never get two points even if a caller forgets to normalize. A named
+    assistant's trait gets its own point (``/`` cannot occur in an id); the default
+    assistant's keeps the id it always had.
     """
-    return point_id(user_id, kind, normalize_fact(normalized_text))
+    scoped = kind if assistant_id in (None, DEFAULT_ASSISTANT) else f"{kind}/{assistant_id}"
+    return point_id(user_id, scoped, normalize_fact(normalized_text))
+
+
+def message_turn_id(user_id: str, message_id: str) -> str:
+    """The turn the pairing stage makes from a message (the assistant's reply, or the last
+    unanswered customer message): replaying the message lands on the same turn, so the same
+    page."""
+    return "msg-" + uuid5(NAMESPACE, point_id(user_id, MESSAGE, message_id)).hex
 
 
 def persona_id(user_id: str) -> str:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
+from typing import Any
 
 from memory.text import normalize_fact
-from schemas.records import Trait
+from schemas.profile import DEFAULT_ASSISTANT
+from schemas.records import Persona, Trait
 
 _EMPTY_ANSWERS = frozenset({"", "none"})  # what an LLM writes when it found no fact
 
@@ -56,3 +58,43 @@ def _push(by_key: dict[str, str], fact: str) -> None:
 def merge_traits(known: Mapping[str, Trait], new: Mapping[str, Trait]) -> dict[str, Trait]:
     """Known traits updated with the new analysis: the new value wins per dimension."""
     return {**known, **new}
+
+
+def assistant_of(assistant_id: str | None) -> str:
+    """The assistant a turn or request belongs to; none given means the default one."""
+    return assistant_id or DEFAULT_ASSISTANT
+
+
+def agent_traits_of(persona: Persona, assistant_id: str | None) -> list[str]:
+    """The agent traits of one assistant as seen with this user."""
+    assistant = assistant_of(assistant_id)
+    if assistant == DEFAULT_ASSISTANT:
+        return list(persona.agent_traits)
+    return list(persona.assistant_traits.get(assistant, []))
+
+
+def with_agent_traits(persona: Persona, assistant_id: str | None, traits: list[str]) -> Persona:
+    assistant = assistant_of(assistant_id)
+    if assistant == DEFAULT_ASSISTANT:
+        return persona.model_copy(update={"agent_traits": traits})
+    return persona.model_copy(
+        update={"assistant_traits": {**persona.assistant_traits, assistant: traits}}
+    )
+
+
+def persona_view(
+    persona: Persona,
+    stated_profile: Mapping[str, Any],
+    agent_profile: Mapping[str, Any],
+    assistant_id: str | None,
+) -> Persona:
+    """The persona as one assistant sees it: extracted profile attributes under the ones set
+    through the API (those always win), that assistant's profile and traits."""
+    return persona.model_copy(
+        update={
+            "profile": {**persona.profile, **stated_profile},
+            "agent_profile": dict(agent_profile),
+            "agent_traits": agent_traits_of(persona, assistant_id),
+            "assistant_traits": {},
+        }
+    )

@@ -1,17 +1,23 @@
-"""The response prompt of the paper's appendix ("Prompt Template for Response Generation").
+"""The response prompt: the paper's structure, in one of two answer styles.
 
 STM pages form the recent conversation, MTM pages (each with its chain's meta summary) the
-relevant past conversations, and the LPM the character traits of both speakers. The wording
-follows the appendix, including its instructions for short, entity-style answers.
+relevant past conversations, and the LPM the character traits of both speakers (paper appendix,
+"Prompt Template for Response Generation").
+
+- ``chat`` (the default): reply to the customer, in full sentences, as a chat assistant would.
+- ``locomo``: the appendix's benchmark wording ("answer ... in an extremely concise manner",
+  dates as '17 July 2025', entity-style answers); the LoCoMo evaluation turns it on, because
+  its scoring compares short answers. A support bot given it would send entity fragments.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from schemas.records import Page, Persona
 
+AnswerStyle = Literal["chat", "locomo"]
 _NONE = "None"
 
 _CONCISE = (
@@ -55,6 +61,37 @@ _USER = (
 )
 
 
+# "You are role-playing as" stays first in both styles: test servers tell the task by it.
+_CHAT_SYSTEM = (
+    "You are role-playing as {assistant} in a conversation with the user who is playing "
+    "{user}.\n"
+    "Here are some of your character traits and knowledge:\n"
+    "{assistant_knowledge}\n"
+    "Any content referring to 'User' in the prompt refers to {user}'s content, and any "
+    "content referring to 'AI' or 'assistant' refers to {assistant}'s content.\n"
+    "Reply to {user}'s latest message as {assistant} would in a chat: directly, helpfully and "
+    "in full sentences. Use the memory when it is relevant. Do not invent facts about {user} "
+    "that the memory does not hold; if you do not know, say so."
+)
+
+_CHAT_USER = (
+    "<CONTEXT>\n"
+    "Recent conversation between {user} and {assistant}:\n"
+    "{history}\n"
+    "<MEMORY>\n"
+    "Relevant past conversations:\n"
+    "{retrieval}\n"
+    "<CHARACTER TRAITS>\n"
+    "Characteristics of {user}:\n"
+    "{background}\n"
+    "<MESSAGE>\n"
+    "{user} says: {query}\n"
+    "Write {assistant}'s reply to {user}, without a speaker label."
+)
+
+_TEMPLATES = {"chat": (_CHAT_SYSTEM, _CHAT_USER), "locomo": (_SYSTEM, _USER)}
+
+
 def build_prompt(
     query: str,
     short_term: Sequence[Page],
@@ -64,6 +101,7 @@ def build_prompt(
     agent_traits: Sequence[str],
     user_name: str = "User",
     assistant_name: str = "Assistant",
+    style: AnswerStyle = "chat",
 ) -> tuple[str, str]:
     """The (system, user) messages answering ``query`` from the three memory tiers.
 
@@ -72,10 +110,11 @@ def build_prompt(
     page that is also in the STM window is shown once, in the recent conversation.
     """
     names = {"user": user_name, "assistant": assistant_name}
-    system = _SYSTEM.format(
+    system_template, user_template = _TEMPLATES[style]
+    system = system_template.format(
         assistant_knowledge=_assistant_knowledge(persona.agent_profile, agent_traits), **names
     )
-    user = _USER.format(
+    user = user_template.format(
         history=_lines(_page_block(page) for page in short_term),
         retrieval=_lines(_memory_block(page) for page in _past_only(mid_term, short_term)),
         background=_background(persona, user_knowledge),

@@ -10,7 +10,8 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from schemas.errors import InvalidEvent
-from schemas.records import ForgetUser
+from schemas.message import MessageEvent
+from schemas.records import ForgetUser, PairingTick
 from schemas.turn import TurnEvent
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -55,6 +56,18 @@ def decode_turn_input(raw: bytes | str | dict[str, Any]) -> TurnEvent | ForgetUs
     if data.get("kind") == "forget":
         return decode(ForgetUser, data)
     return decode(TurnEvent, data)
+
+
+def decode_message_input(
+    raw: bytes | str | dict[str, Any],
+) -> MessageEvent | ForgetUser | PairingTick:
+    """A record of ``memoryos.messages``: a public message, a forget marker or a tick."""
+    data = _object(raw)
+    if data.get("kind") == "forget":
+        return decode(ForgetUser, data)
+    if data.get("kind") == "tick":
+        return decode(PairingTick, data)
+    return decode(MessageEvent, data)
 
 
 def decode(model: type[Model], raw: bytes | str | dict[str, Any]) -> Model:

@@ -1,26 +1,39 @@
-"""Write ``schemas/turn.schema.json`` from the TurnEvent model: ``python -m schemas.export``."""
+"""Write the public JSON Schemas (``turn.schema.json``, ``message.schema.json``) from their
+models: ``python -m schemas.export``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import orjson
+from pydantic import BaseModel
 
+from schemas.message import MessageEvent
 from schemas.turn import TurnEvent
 
 SCHEMA_PATH = Path(__file__).with_name("turn.schema.json")
+MESSAGE_SCHEMA_PATH = Path(__file__).with_name("message.schema.json")
+
+
+def schema_json(model: type[BaseModel], name: str) -> bytes:
+    schema = model.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://memoryos-streams/schemas/{name}"
+    return orjson.dumps(schema, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
 
 
 def turn_schema_json() -> bytes:
-    schema = TurnEvent.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://memoryos-streams/schemas/turn.schema.json"
-    return orjson.dumps(schema, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    return schema_json(TurnEvent, SCHEMA_PATH.name)
+
+
+def message_schema_json() -> bytes:
+    return schema_json(MessageEvent, MESSAGE_SCHEMA_PATH.name)
 
 
 def main() -> None:
     SCHEMA_PATH.write_bytes(turn_schema_json())
-    print(f"wrote {SCHEMA_PATH}")
+    MESSAGE_SCHEMA_PATH.write_bytes(message_schema_json())
+    print(f"wrote {SCHEMA_PATH} and {MESSAGE_SCHEMA_PATH}")
 
 
 if __name__ == "__main__":

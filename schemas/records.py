@@ -109,7 +109,13 @@ class Trait(Record):
 
 
 class Persona(Record):
-    """Long-term persona memory (LPM) of one user and the assistant as seen with that user."""
+    """Long-term persona memory (LPM) of one user and the assistants as seen with that user.
+
+    User memory (profile, traits, knowledge) is shared by every assistant of the tenant; agent
+    traits are per (user, assistant): ``agent_traits`` are the default assistant's and
+    ``assistant_traits`` the named ones'. ``profile`` holds what the persona stage extracted;
+    the profile set through the API is a separate document, merged over it when read.
+    """
 
     user_id: str
     profile: dict[str, Any] = Field(default_factory=dict)
@@ -117,6 +123,7 @@ class Persona(Record):
     user_knowledge: list[str] = Field(default_factory=list)
     agent_traits: list[str] = Field(default_factory=list)
     agent_profile: dict[str, Any] = Field(default_factory=dict)
+    assistant_traits: dict[str, list[str]] = Field(default_factory=dict)
 
 
 # --- events between stages (all keyed by user_id, so one user's events stay in order) ---
@@ -192,6 +199,15 @@ class ForgetUser(Record):
     """
 
     kind: Literal["forget"] = "forget"
+    user_id: str
+    at: float
+
+
+class PairingTick(Record):
+    """reconciler -> pairing stage: time has come to ``at``; flush messages that waited too
+    long for a reply (memoryos.messages, in the user's order like everything else)."""
+
+    kind: Literal["tick"] = "tick"
     user_id: str
     at: float
 

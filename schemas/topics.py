@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 TURNS = "memoryos.turns"
+MESSAGES = "memoryos.messages"  # public: one event per message; paired into turns
 PAGES = "memoryos.pages"
 MTM = "memoryos.mtm"  # evicted pages, retrieval visits and persona acks: one order per user
 PERSONA = "memoryos.persona"
 DLQ = "memoryos.dlq"
-PIPELINE_TOPICS = (TURNS, PAGES, MTM, PERSONA)
+PIPELINE_TOPICS = (MESSAGES, TURNS, PAGES, MTM, PERSONA)
 
 
 def user_key(user_id: str) -> bytes:

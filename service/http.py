@@ -38,8 +38,11 @@ from schemas.errors import (
     NotFound,
     StoreError,
 )
+from schemas.profile import DEFAULT_ASSISTANT, Profile
 from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
+from service.message_routes import add_message_routes
 from service.models import (
+    AssistantProfile,
     BatchAccepted,
     Deleted,
     HistoryResponse,
@@ -47,11 +50,20 @@ from service.models import (
     RespondResponse,
     RetrieveResponse,
     TurnAccepted,
+    UserProfile,
     error_responses,
 )
 from service.response import ResponseService
 
 UserId = Annotated[str, Path(pattern=ID_PATTERN, max_length=128, description="the user's id")]
+AssistantId = Annotated[
+    str,
+    Path(
+        pattern=ID_PATTERN,
+        max_length=128,
+        description=f"the assistant's id; {DEFAULT_ASSISTANT!r} is the one of turns without one",
+    ),
+]
 HealthCheck = Callable[[], Awaitable[dict[str, Any]]]
 log = logging.getLogger(__name__)
 # What a 503 says: the failing part, not its message (hosts, paths, engine internals).
@@ -238,6 +250,7 @@ def create_http_app(
 
     if api:
         _add_api_routes(app, service)
+        add_message_routes(app, service)
         if keys:
             _declare_bearer(app)
     return app
@@ -336,7 +349,7 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
         responses=INPUT_ERRORS | error_responses(503),
     )
     async def retrieve(user_id: UserId, body: QueryIn) -> dict[str, Any]:
-        memory = await service.retrieve(user_id, body.query, body.top_k)
+        memory = await service.retrieve(user_id, body.query, body.top_k, body.assistant_id)
         return memory.to_json()
 
     @app.post(
@@ -357,6 +370,39 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
         user_id: UserId, limit: Annotated[int, Query(ge=1, le=200)] = 20
     ) -> dict[str, Any]:
         return await service.history(user_id, limit)
+
+    @app.put(
+        "/v1/users/{user_id}/profile",
+        response_model=UserProfile,
+        responses=INPUT_ERRORS | error_responses(503),
+    )
+    async def set_user_profile(
+        user_id: UserId, profile: Annotated[Profile, Body()]
+    ) -> dict[str, Any]:
+        """Replace the user's profile (static attributes, shown in every prompt). It wins over
+        attributes the persona stage extracts from the dialogue."""
+        return {"user_id": user_id, "profile": await service.set_profile(user_id, profile)}
+
+    @app.put(
+        "/v1/assistants/{assistant_id}/profile",
+        response_model=AssistantProfile,
+        responses=INPUT_ERRORS | error_responses(503),
+    )
+    async def set_assistant_profile(
+        assistant_id: AssistantId, profile: Annotated[Profile, Body()]
+    ) -> dict[str, Any]:
+        """Replace an assistant's profile (its agent profile, shown to it for every user)."""
+        stored = await service.set_assistant_profile(assistant_id, profile)
+        return {"assistant_id": assistant_id, "profile": stored}
+
+    @app.get(
+        "/v1/assistants/{assistant_id}/profile",
+        response_model=AssistantProfile,
+        responses=READ_ERRORS,
+    )
+    async def get_assistant_profile(assistant_id: AssistantId) -> dict[str, Any]:
+        profile = await service.assistant_profile(assistant_id)
+        return {"assistant_id": assistant_id, "profile": profile}
 
     @app.delete("/v1/users/{user_id}", response_model=Deleted, responses=READ_ERRORS)
     async def forget_user(user_id: UserId) -> dict[str, dict[str, int]]:

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapters.settings import Settings
 from schemas.errors import ConfigError
+from schemas.profile import Profile
 from schemas.turn import ID_PATTERN, Meta, Text
 from service.http import authorized
 
@@ -34,11 +35,18 @@ TIMEOUT = httpx.Timeout(120.0, connect=5.0)  # respond waits for the LLM
 INSTRUCTIONS = (
     "Long-term memory (MemoryOS) for conversations, per user id. After each exchange call "
     "add_turn; before answering call retrieve_memory (or let respond answer with memory). "
-    "get_memory shows everything stored for a user; forget_user deletes it."
+    "get_memory shows everything stored for a user; forget_user deletes it. "
+    "set_user_profile and set_assistant_profile set static attributes shown in every answer."
 )
 UserId = Annotated[str, Field(description="whose memory (letters, digits, . _ : @ -)")]
 # The turn schema's own types: a bad argument is refused here, naming it, before any call.
 Query = Annotated[Text, Field(description="the user's message")]
+ProfileArg = Annotated[
+    Profile, Field(description="a JSON object of attributes, at most 64 keys and 4 KiB")
+]
+AssistantArg = Annotated[
+    str | None, Field(description="which assistant (its own profile and traits)")
+]
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -56,14 +64,21 @@ class MemoryAPI:
         self.transport = transport
 
     async def call(
-        self, method: str, user_id: str, path: str = "", body: dict[str, Any] | None = None
+        self,
+        method: str,
+        user_id: str,
+        path: str = "",
+        body: dict[str, Any] | None = None,
+        collection: str = "users",
     ) -> dict[str, Any]:
+        """``collection``/``user_id``: ``users`` and a user, or ``assistants`` and an assistant."""
         if not re.fullmatch(ID_PATTERN, user_id):
+            name = "user_id" if collection == "users" else "assistant_id"
             raise ToolError(
-                "user_id must be 1-128 characters of letters, digits and . _ : @ -, "
+                f"{name} must be 1-128 characters of letters, digits and . _ : @ -, "
                 f"starting with a letter or digit; got {user_id!r}"
             )
-        url = f"{self.url}/v1/users/{quote(user_id, safe='')}{path}"
+        url = f"{self.url}/v1/{collection}/{quote(user_id, safe='')}{path}"
         try:
             async with httpx.AsyncClient(
                 headers=self.headers, timeout=TIMEOUT, transport=self.transport
@@ -95,7 +110,7 @@ def _present(**values: Any) -> dict[str, Any]:
 def build_server(
     url: str, api_key: str | None = None, transport: httpx.AsyncBaseTransport | None = None
 ) -> MCPServer:
-    """The MCP server with its five tools, calling the memory service at ``url``."""
+    """The MCP server with its tools, calling the memory service at ``url``."""
     api = MemoryAPI(url, api_key, transport)
     server: MCPServer = MCPServer("memoryos", instructions=INSTRUCTIONS, version="0.1.0")
 
@@ -118,24 +133,46 @@ def build_server(
         user_id: UserId,
         query: Query,
         top_k: Annotated[int | None, Field(description="mid-term pages, 1-100")] = None,
+        assistant_id: AssistantArg = None,
     ) -> dict[str, Any]:
         """Memory relevant to a query, without calling the LLM: short_term (recent pages),
         mid_term (best pages of the best-matching topic segments, with scores), user_profile,
         user_traits, user_knowledge and agent_traits (facts with scores). top_k: how many
         mid-term pages (default 10)."""
-        return await api.call("POST", user_id, "/retrieve", _present(query=query, top_k=top_k))
+        body = _present(query=query, top_k=top_k, assistant_id=assistant_id)
+        return await api.call("POST", user_id, "/retrieve", body)
 
     @server.tool()
-    async def respond(user_id: UserId, query: Query) -> dict[str, Any]:
+    async def respond(
+        user_id: UserId, query: Query, assistant_id: AssistantArg = None
+    ) -> dict[str, Any]:
         """Answer the user's query with the service's LLM and the user's memory. Returns
-        {"response", "memory", "usage"}; the new turn is stored in memory."""
-        return await api.call("POST", user_id, "/respond", {"query": query})
+        {"response", "memory", "usage"}; the new turn is stored in memory. assistant_id:
+        which assistant answers (its profile and traits; default: the default assistant)."""
+        body = _present(query=query, assistant_id=assistant_id)
+        return await api.call("POST", user_id, "/respond", body)
 
     @server.tool()
     async def get_memory(user_id: UserId) -> dict[str, Any]:
         """Everything stored for a user: short-term pages, mid-term segments (summary,
         keywords, heat, pages) and the persona (profile, traits, knowledge, agent traits)."""
         return await api.call("GET", user_id, "/memory")
+
+    @server.tool()
+    async def set_user_profile(user_id: UserId, profile: ProfileArg) -> dict[str, Any]:
+        """Replace a user's profile: static attributes such as name, location or plan, shown
+        in every answer's prompt. It wins over attributes learned from the dialogue. Returns
+        {"user_id", "profile"}."""
+        return await api.call("PUT", user_id, "/profile", profile)
+
+    @server.tool()
+    async def set_assistant_profile(
+        assistant_id: Annotated[str, Field(description="the assistant's id, e.g. billing-bot")],
+        profile: ProfileArg,
+    ) -> dict[str, Any]:
+        """Replace an assistant's profile (name, role, tone, ...): its agent profile for every
+        user. Returns {"assistant_id", "profile"}."""
+        return await api.call("PUT", assistant_id, "/profile", profile, collection="assistants")
 
     @server.tool()
     async def forget_user(user_id: UserId) -> dict[str, Any]:

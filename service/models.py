@@ -73,10 +73,26 @@ class BatchAccepted(Body):
     results: list[BatchItem] = Field(description="one result per item, in request order")
 
 
+class MessageItem(Body):
+    index: int = Field(description="position of the message in the request")
+    message_id: str | None = Field(None, description="set when the message was accepted")
+    error: str | None = Field(None, description="set when the message was rejected: why")
+
+
+class MessagesAccepted(Body):
+    accepted: int = Field(description="how many messages went to memoryos.messages")
+    results: list[MessageItem] = Field(description="one result per message, in request order")
+
+
 class RetrieveResponse(Body):
     short_term: list[PageOut] = Field(description="every STM page, oldest first")
     mid_term: list[MidTermPage] = Field(description="top pages of the best-matching segments")
-    user_profile: dict[str, Any]
+    user_profile: dict[str, Any] = Field(
+        description="stated attributes: set through the API, or extracted from the dialogue"
+    )
+    agent_profile: dict[str, Any] = Field(
+        default_factory=dict, description="the profile of the assistant asked about"
+    )
     user_traits: dict[str, TraitOut]
     user_knowledge: list[Scored]
     agent_traits: list[Scored]
@@ -109,11 +125,22 @@ class SegmentOut(Body):
     pages: list[PageOut]
 
 
+class AssistantPersonaOut(Body):
+    agent_profile: dict[str, Any]
+    agent_traits: list[str]
+
+
 class PersonaOut(Body):
-    profile: dict[str, Any]
+    profile: dict[str, Any] = Field(description="the API's profile over the extracted one")
     traits: dict[str, TraitOut]
     user_knowledge: list[str]
-    agent_traits: list[str]
+    agent_traits: list[str] = Field(description="the default assistant's traits")
+    agent_profile: dict[str, Any] = Field(
+        default_factory=dict, description="the default assistant's profile"
+    )
+    assistants: dict[str, AssistantPersonaOut] = Field(
+        default_factory=dict, description="named assistants: profile and traits with this user"
+    )
 
 
 class MemoryResponse(Body):
@@ -163,6 +190,16 @@ class DeletedCounts(Body):
     segments: int
     user_knowledge: int
     agent_traits: int
+
+
+class UserProfile(Body):
+    user_id: str
+    profile: dict[str, Any] = Field(description="the stated profile, as now stored")
+
+
+class AssistantProfile(Body):
+    assistant_id: str
+    profile: dict[str, Any]
 
 
 class Deleted(Body):

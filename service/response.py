@@ -22,15 +22,16 @@ from adapters.repository import HEAT_DOC
 from adapters.settings import MtmRetrieval, Settings
 from memory.heat import heat
 from memory.mtm import MidTermState
-from memory.persona import FactKind
+from memory.persona import FactKind, persona_view
 from memory.prompt import build_prompt, prompt_texts
 from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segments
 from memory.text import keyword_set, query_keywords
 from schemas.codec import dumps
 from schemas.errors import InvalidEvent
+from schemas.message import MessageEvent
 from schemas.records import ForgetUser, Page, Persona, RetrievalHit
+from schemas.topics import MESSAGES, TURNS, user_key
 from schemas.topics import MTM as MTM_TOPIC
-from schemas.topics import TURNS, user_key
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
 from service.history import empty_history, user_history
 from service.locks import UserLocks
@@ -70,6 +71,7 @@ class Retrieved:
                 for page, segment_id, score in self.mid_term
             ],
             "user_profile": self.persona.profile,
+            "agent_profile": self.persona.agent_profile,
             "user_traits": {k: v.model_dump() for k, v in self.persona.traits.items()},
             "user_knowledge": [{"text": t, "score": s} for t, s in self.user_knowledge],
             "agent_traits": [{"text": t, "score": s} for t, s in self.agent_traits],
@@ -98,6 +100,13 @@ class ResponseService:
                 await self.sink.send(TURNS, user_key(turn.user_id), dumps(turn))
         return [turn.turn_id for turn in turns]
 
+    async def add_messages(self, messages: Sequence[MessageEvent]) -> list[str]:
+        """Messages for the pairing stage; acknowledged once durable, as turns are."""
+        await self.journal.append_messages(messages)
+        for message in messages:
+            await self.sink.send(MESSAGES, user_key(message.user_id), dumps(message))
+        return [message.message_id for message in messages]
+
     async def forgetting(self, user_id: str) -> bool:
         """A DELETE whose marker has not passed every stage yet: reads show nothing."""
         tombstone = await self.deps.repo.tombstone(user_id)
@@ -105,7 +114,12 @@ class ResponseService:
 
     @tracing.traced("memoryos.retrieve", tracing.of_user)
     async def retrieve(
-        self, user_id: str, query: str, top_k: int | None = None, mode: str | None = None
+        self,
+        user_id: str,
+        query: str,
+        top_k: int | None = None,
+        assistant_id: str | None = None,
+        mode: str | None = None,
     ) -> Retrieved:
         """Memory for ``query``; ``mode`` overrides ``mtm_retrieval`` for this call (the
         evaluation compares the modes on one stored memory)."""
@@ -124,9 +138,11 @@ class ResponseService:
             repo.nearest_segments(
                 user_id, vector, settings.retrieve_segments * SEGMENT_POOL, with_vectors=False
             ),
-            repo.load_persona(user_id),
+            self.persona(user_id, assistant_id),
             repo.search_facts(user_id, FactKind.USER, vector, query, settings.retrieve_lpm),
-            repo.search_facts(user_id, FactKind.AGENT, vector, query, settings.retrieve_lpm),
+            repo.search_facts(
+                user_id, FactKind.AGENT, vector, query, settings.retrieve_lpm, assistant_id
+            ),
         )
         segment_f = rank_segments(
             [stored.candidate(score) for score, stored in nearest],
@@ -196,15 +212,16 @@ class ResponseService:
         self, user_id: str, query: str, assistant_id: str | None = None, record: bool = True
     ) -> tuple[str, Retrieved, dict[str, int]]:
         """Answer with memory; the exchange becomes a turn of the user's memory (``record``)."""
-        memory = await self.retrieve(user_id, query)
+        memory = await self.retrieve(user_id, query, assistant_id=assistant_id)
         mid_term = [page for page, _, _ in memory.mid_term]
         knowledge = [text for text, _ in memory.user_knowledge]
         traits = [text for text, _ in memory.agent_traits]
+        style = self.deps.settings.answer_style
         system, user = build_prompt(
-            query, memory.short_term, mid_term, memory.persona, knowledge, traits
+            query, memory.short_term, mid_term, memory.persona, knowledge, traits, style=style
         )
         texts = prompt_texts(memory.short_term, mid_term, knowledge, traits)
-        answer = await self.deps.llm.respond(system, user, PromptMemory(query, texts))
+        answer = await self.deps.llm.respond(system, user, PromptMemory(query, texts, style))
         usage = {
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,
@@ -221,6 +238,31 @@ class ResponseService:
             await self.add_turns([turn])
         return answer.text, memory, usage
 
+    async def persona(self, user_id: str, assistant_id: str | None = None) -> Persona:
+        """The persona as ``assistant_id`` sees it: the API's profile over the extracted one."""
+        repo = self.deps.repo
+        persona, stated, agent_profile = await asyncio.gather(
+            repo.load_persona(user_id),
+            repo.load_profile(user_id),
+            repo.load_assistant_profile(assistant_id),
+        )
+        return persona_view(persona, stated, agent_profile, assistant_id)
+
+    async def set_profile(self, user_id: str, profile: dict[str, Any]) -> dict[str, Any]:
+        """Replace the user's stated profile. Its own document, written only here: the persona
+        stage writes what it extracts elsewhere, so the two never race, and this one wins."""
+        await self.deps.repo.save_profile(user_id, profile)
+        return profile
+
+    async def set_assistant_profile(
+        self, assistant_id: str, profile: dict[str, Any]
+    ) -> dict[str, Any]:
+        await self.deps.repo.save_assistant_profile(assistant_id, profile)
+        return profile
+
+    async def assistant_profile(self, assistant_id: str) -> dict[str, Any]:
+        return await self.deps.repo.load_assistant_profile(assistant_id)
+
     @tracing.traced("memoryos.forget", tracing.of_user)
     async def forget(self, user_id: str) -> dict[str, int]:
         """Delete everything of one user: the store's points now, then a forget marker.
@@ -235,6 +277,8 @@ class ResponseService:
             await self.journal.forget_user(user_id)
             marker = ForgetUser(user_id=user_id, at=at)
             await self.sink.send(TURNS, user_key(user_id), dumps(marker))
+            # and down the messages path, behind the user's messages not yet paired
+            await self.sink.send(MESSAGES, user_key(user_id), dumps(marker))
         return deleted
 
     async def history(self, user_id: str, limit: int = 20) -> dict[str, Any]:
@@ -254,6 +298,13 @@ class ResponseService:
             repo.load_persona(user_id),
             repo.mid_term_pages(user_id),
         )
+        stated, agent_profile = await asyncio.gather(
+            repo.load_profile(user_id), repo.load_assistant_profile(None)
+        )
+        assistants = {
+            name: {"agent_profile": await repo.load_assistant_profile(name), "agent_traits": traits}
+            for name, traits in persona.assistant_traits.items()
+        }
         state = MidTermState.from_dict(heat_doc)
         params = self.deps.settings.heat_params
         by_segment: dict[str, list[dict[str, Any]]] = {}
@@ -283,10 +334,12 @@ class ResponseService:
             "short_term": [page.public() for page in short_term],
             "mid_term": mid_term,
             "persona": {
-                "profile": persona.profile,
+                "profile": persona.profile | stated,  # what the API set wins
                 "traits": {k: v.model_dump() for k, v in persona.traits.items()},
                 "user_knowledge": persona.user_knowledge,
-                "agent_traits": persona.agent_traits,
+                "agent_traits": persona.agent_traits,  # the default assistant's
+                "agent_profile": agent_profile,
+                "assistants": assistants,  # the named assistants, as seen with this user
             },
         }
 
@@ -297,6 +350,8 @@ def _empty_memory(user_id: str) -> dict[str, Any]:
         "traits": {},
         "user_knowledge": [],
         "agent_traits": [],
+        "agent_profile": {},
+        "assistants": {},
     }
     return {"user_id": user_id, "short_term": [], "mid_term": [], "persona": persona}
 

@@ -1,5 +1,6 @@
 """The app factory: a Faust app with the MemoryOS topology, wired to its dependencies.
 
+messages -> pairing -> turns (a bus's messages paired into turns)
 turns -> chain -> pages -> stm -> mtm -> segment assignment + heat -> persona -> (acks) -> mtm
           the response service's retrieval visits ----^
 A DELETE's forget marker enters on ``turns`` and passes every stage in the user's order.
@@ -18,16 +19,18 @@ import faust
 from adapters import tracing
 from adapters.deps import Deps, Send
 from adapters.history import DeadLetterNotes
+from adapters.journal import Journal
 from adapters.settings import Settings
 from agents.chain import ChainAgent
 from agents.mtm import MidTermAgent
+from agents.pairing import PairingAgent
 from agents.persona import PersonaAgent
 from agents.policy import ErrorPolicy, default_policy
 from agents.runtime import BatchRunner, Consumed, DeadLetterSink, KeyedDispatcher
 from agents.stm import ShortTermAgent
-from schemas.codec import decode, decode_turn_input
+from schemas.codec import decode, decode_message_input, decode_turn_input
 from schemas.records import MidTermInput, PageInput, PersonaInput
-from schemas.topics import DLQ, MTM, PAGES, PERSONA, PIPELINE_TOPICS, TURNS
+from schemas.topics import DLQ, MESSAGES, MTM, PAGES, PERSONA, PIPELINE_TOPICS, TURNS
 from streams.faust_transport import ShortWaitApp
 from streams.kafka_security import faust_credentials
 from streams.retention import compacted, topic_configs
@@ -55,12 +58,18 @@ class MemoryApp:
 
 
 def create_app(
-    settings: Settings, deps: Deps, broker_url: str, policy: ErrorPolicy | None = None
+    settings: Settings,
+    deps: Deps,
+    broker_url: str,
+    policy: ErrorPolicy | None = None,
+    journal: Journal | None = None,
 ) -> MemoryApp:
+    """``journal``: where the pairing stage journals the turns it makes (embedded mode)."""
     app = ShortWaitApp(
         settings.app_id,
         fetch_max_wait_ms=settings.consumer_fetch_max_wait_ms,
-        broker=broker_url,
+        # one URL per server: Faust reads "kafka://a:9092,b:9092" as a single host
+        broker=[f"kafka://{server}" for server in broker_url.removeprefix("kafka://").split(",")],
         broker_credentials=faust_credentials(settings),  # TLS/SASL (MEMORYOS_KAFKA_*)
         store="memory://",
         web_enabled=False,  # our own HTTP server serves health and metrics; no /table endpoint
@@ -110,6 +119,16 @@ def create_app(
         return str(record.root.user_id)
 
     stages: list[tuple[str, Stage]] = [
+        (
+            MESSAGES,
+            PairingAgent(
+                deps,
+                table("pairing-pending"),
+                senders[TURNS],
+                runner("pairing", decode_message_input, lambda r: r.user_id),
+                journal,
+            ),
+        ),
         (
             TURNS,
             ChainAgent(

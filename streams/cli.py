@@ -58,7 +58,9 @@ def _stack_flags(parser: argparse.ArgumentParser, http: bool = True) -> None:
     parser.add_argument(
         "--data-dir", type=Path, metavar="DIR", help="data folder (default ./.memoryos)"
     )
-    parser.add_argument("--broker", metavar="URL", help="kafka://host:port of an existing Kafka")
+    parser.add_argument(
+        "--broker", metavar="URL", help="host:port[,host:port] of an existing Kafka"
+    )
     parser.add_argument(
         "--broker-port", type=int, metavar="PORT", help="embedded broker port (default 9092)"
     )
@@ -122,7 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
         "file", type=Path, metavar="FILE", help="a JSONL file, one turn per line (format below)"
     )
     ingest.add_argument(
-        "--broker", metavar="URL", help="kafka://host:port (default: the embedded broker's port)"
+        "--broker",
+        metavar="URL",
+        help="host:port[,host:port] (default: the embedded broker's port)",
+    )
+    ingest.add_argument(
+        "--messages",
+        action="store_true",
+        help="the file holds message events (one per line) for memoryos.messages, not turns",
     )
     ingest.add_argument(
         "--data-dir",
@@ -154,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = _command(sub, "doctor", HELP["doctor"])
     doctor.add_argument("--json", action="store_true", help="print the results as JSON")
-    doctor.add_argument("--broker", metavar="URL", help="kafka://host:port to check as well")
+    doctor.add_argument("--broker", metavar="URL", help="host:port to check as well")
     doctor.set_defaults(handler=_lazy("streams.commands.doctor"))
 
     dlq = _command(sub, "dlq", HELP["dlq"])

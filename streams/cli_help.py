@@ -61,7 +61,7 @@ UP_EPILOG = """\
 examples:
   memoryos up                               broker on :9092, HTTP on 127.0.0.1:8080
   memoryos up --demo                        ...and load and show a sample conversation
-  memoryos up --broker kafka://kafka:9092   use an existing Kafka instead of the embedded one
+  memoryos up --broker kafka:9092           use an existing Kafka instead of the embedded one
 
 Shows each start-up step (broker, model, worker, http) and the time it took, then the URLs
 to try. Ctrl-C stops, after finishing the work in flight.

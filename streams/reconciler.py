@@ -9,7 +9,11 @@ What is owed, and to whom:
 - a journaled turn whose page is not stored -> the turn again, to the chain stage;
 - a page that left STM but is in no segment (``leaving``) -> the page again, to the MTM stage;
 - a DELETE whose marker has not passed the last stage -> the marker again;
-- at start, every user with mid-term state -> ``Resume``: a persona job may have been lost.
+- at start, every user with mid-term state -> ``Resume``: a persona job may have been lost;
+- a journaled message the pairing stage has not stored -> the message again, to that stage;
+- every pass, a user with messages waiting for a reply -> a ``PairingTick``, so a message
+  left unanswered for MEMORYOS_PAIRING_WAIT_S becomes a turn (a forget marker goes to
+  ``memoryos.messages`` too).
 
 At start everything owed is re-sent at once (the embedded broker is empty). While running, a
 pass re-sends only what was already owed at the previous pass: work in flight is left alone.
@@ -25,10 +29,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from adapters.journal import Journal
-from adapters.repository import HEAT_DOC, MemoryRepository
+from adapters.ports import PERSONAS, Clock, SystemClock
+from adapters.repository import HEAT_DOC, PAIRING_DOC, MemoryRepository
 from schemas.codec import dumps
-from schemas.records import EvictedPage, ForgetUser, Resume
-from schemas.topics import MTM, TURNS, user_key
+from schemas.records import EvictedPage, ForgetUser, PairingTick, Resume
+from schemas.topics import MESSAGES, MTM, TURNS, user_key
 
 log = logging.getLogger(__name__)
 Send = Callable[[str, bytes, bytes], Awaitable[None]]
@@ -41,6 +46,8 @@ class Owed:
     leaving: int = 0
     forgets: int = 0
     resumed: int = 0
+    messages: int = 0
+    ticks: int = 0
 
 
 @dataclass
@@ -55,6 +62,7 @@ class Reconciler:
     send: Send
     embedded: bool = True
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    clock: Clock = field(default_factory=SystemClock)
     _seen: set[str] = field(default_factory=set)
 
     async def start(self) -> Owed:
@@ -79,13 +87,20 @@ class Reconciler:
             return everything or key in self._seen
 
         entries = await self.journal.pending()
+        messages = await self.journal.pending_messages()
         forgetting = await self.repo.open_tombstones()
         # A user being forgotten keeps every journaled turn until the marker has passed:
         # a marker sent again purges what those turns wrote, so they must follow it again.
         for user_id, at in forgetting.items():
             if self.embedded and due(f"forget:{user_id}:{at}"):
-                await self.send(TURNS, user_key(user_id), dumps(ForgetUser(user_id=user_id, at=at)))
+                marker = dumps(ForgetUser(user_id=user_id, at=at))
+                await self.send(TURNS, user_key(user_id), marker)
+                await self.send(MESSAGES, user_key(user_id), marker)
                 owed.forgets += 1
+                for entry in messages:
+                    if entry.user_id == user_id:
+                        await self.send(MESSAGES, user_key(user_id), entry.value)
+                        owed.messages += 1
                 for entry in entries:
                     if entry.user_id == user_id:
                         await self.send(TURNS, user_key(user_id), entry.value)
@@ -107,6 +122,12 @@ class Reconciler:
             if entry.seq not in done and due(f"turn:{entry.seq}"):
                 await self.send(TURNS, user_key(entry.user_id), entry.value)
                 owed.turns += 1
+        for entry in messages:
+            # settled by the pairing stage once stored; owed only if still here a pass later
+            if entry.user_id not in forgetting and due(f"message:{entry.seq}"):
+                await self.send(MESSAGES, user_key(entry.user_id), entry.value)
+                owed.messages += 1
+        owed.ticks = await self._tick_waiting(forgetting)
         for page in await self.repo.leaving_pages():
             if page.user_id not in forgetting and due(f"page:{page.page_id}"):
                 await self.send(MTM, user_key(page.user_id), dumps(EvictedPage(page=page)))
@@ -114,12 +135,25 @@ class Reconciler:
         self._seen = seen
         return owed
 
+    async def _tick_waiting(self, forgetting: dict[str, float]) -> int:
+        """Time, for every user with messages waiting: the pairing stage flushes the overdue."""
+        waiting = await self.repo.store.scroll(
+            PERSONAS, None, {"kind": PAIRING_DOC, "waiting": True}
+        )
+        users = sorted({str(p.payload["user_id"]) for p in waiting} - set(forgetting))
+        now = self.clock.now()
+        for user_id in users:
+            await self.send(
+                MESSAGES, user_key(user_id), dumps(PairingTick(user_id=user_id, at=now))
+            )
+        return len(users)
+
     async def run_forever(self, interval_s: float) -> None:
         while True:
             await asyncio.sleep(interval_s)
             try:
                 owed = await self.run_pass()
-                if owed.turns or owed.leaving or owed.forgets:
+                if owed.turns or owed.leaving or owed.forgets or owed.messages:
                     log.warning("reconciler re-sent stuck work: %s", owed)
             except Exception as exc:  # the next pass tries again; never kill the process
                 log.warning("reconciler pass failed: %r", exc)

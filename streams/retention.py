@@ -27,11 +27,11 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from adapters.settings import Settings
-from schemas.topics import DLQ, MTM, PAGES, PERSONA, TURNS
+from schemas.topics import DLQ, MESSAGES, MTM, PAGES, PERSONA, TURNS
 from streams.kafka_security import kafka_client_options
 
 log = logging.getLogger(__name__)
-TABLES = ("chain-tails", "stm-windows", "mtm-heat")
+TABLES = ("pairing-pending", "chain-tails", "stm-windows", "mtm-heat")
 TopicConfig = dict[str, str]
 TOPIC_ALREADY_EXISTS = 36  # Kafka protocol error code
 
@@ -66,6 +66,7 @@ def topic_configs(settings: Settings) -> dict[str, TopicConfig]:
     stage = deleting(settings, settings.stage_retention_s)
     configs = {
         TURNS: deleting(settings, settings.turns_retention_s),
+        MESSAGES: deleting(settings, settings.turns_retention_s),  # the same text as turns
         PAGES: stage,
         MTM: stage,
         PERSONA: stage,

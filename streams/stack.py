@@ -173,7 +173,7 @@ class Stack:
         settings = self.settings
         # every topic with its retention before a consumer's metadata request auto-creates it
         await ensure_topics(self.broker_url.removeprefix("kafka://"), settings)
-        self.memory_app = create_app(settings, self.deps, self.broker_url)
+        self.memory_app = create_app(settings, self.deps, self.broker_url, journal=self.journal)
         await self.memory_app.app.start()
         self.reconciler = Reconciler(
             self.deps.repo,
@@ -181,6 +181,7 @@ class Stack:
             self._send,
             embedded=self.broker is not None,
             lock=self._forget_lock,  # one lock across log rolls, shared with DELETE
+            clock=self.deps.clock,
         )
         await self.reconciler.start()
         self._reconcile_task = asyncio.create_task(

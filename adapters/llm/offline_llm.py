@@ -39,6 +39,28 @@ COMBINED_THRESHOLD = 0.2
 TOPIC_SPLIT_MAX_JACCARD = 0.05
 FACT_MAX_CHARS = 200
 I_DONT_KNOW = "I don't know."
+NOTHING_REMEMBERED = "I'm sorry, I don't have anything about that from our conversations yet."
+# Second person for a reply that quotes what the user said ("my dog" -> "your dog").
+_YOU = {
+    "i": "you",
+    "me": "you",
+    "my": "your",
+    "mine": "yours",
+    "myself": "yourself",
+    "i'm": "you're",
+    "i've": "you've",
+    "i'd": "you'd",
+    "i'll": "you'll",
+    "am": "are",
+    "was": "were",
+    "we": "you",
+    "us": "you",
+    "our": "your",
+    "ours": "yours",
+}
+_PRONOUN = re.compile(
+    r"\b(?:" + "|".join(sorted(map(re.escape, _YOU), key=len, reverse=True)) + r")\b", re.IGNORECASE
+)
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 _FIRST_PERSON_USER = re.compile(
@@ -125,8 +147,11 @@ class OfflineLLM:
         return _first_person_facts(dialogue, ("assistant",), _FIRST_PERSON_AGENT)
 
     async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer:
+        """The memory sentence sharing most content words with the query: bare in the
+        ``locomo`` style (an entity-style answer), a full reply sentence in ``chat``."""
         wanted = tokens(memory.query)
-        best, best_overlap = I_DONT_KNOW, 0
+        best: Line | None = None
+        best_overlap = 0
         for text in memory.texts:
             for line in dialogue_lines(text):
                 if line.speaker == "time":
@@ -135,11 +160,25 @@ class OfflineLLM:
                     overlap = len(wanted & tokens(sentence))
                     # Questions are what we are answering, not answers.
                     if overlap > best_overlap and not sentence.endswith("?"):
-                        best, best_overlap = sentence, overlap
-        return Answer(text=best)
+                        best, best_overlap = Line(line.speaker, sentence), overlap
+        if memory.style == "locomo":
+            return Answer(text=best.text if best else I_DONT_KNOW)
+        return Answer(text=_chat_reply(best))
 
     async def close(self) -> None:
         return None
+
+
+def _chat_reply(found: Line | None) -> str:
+    """A full sentence to the customer: what they told us in the second person, or what the
+    assistant said, or that nothing is remembered."""
+    if found is None:
+        return NOTHING_REMEMBERED
+    sentence = found.text.rstrip(" .!")
+    if found.speaker == "assistant":
+        return f"As I mentioned before: {sentence}."
+    told = _PRONOUN.sub(lambda word: _YOU[word.group(0).lower()], sentence)
+    return f"You told me that {told[:1].lower() + told[1:]}."
 
 
 def _nonempty(summary: str, page: Page) -> str:

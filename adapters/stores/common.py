@@ -59,7 +59,10 @@ class CollectionSpec:
 
 # Payload fields besides user_id that reads filter on: indexed so those filters stay cheap
 # (measured: a page search inside chosen segments 4.9 ms -> 0.5 ms at 100 users x 300 pages).
-KEYWORD_FIELDS: dict[str, tuple[str, ...]] = {"pages": ("tier", "segment_id")}
+KEYWORD_FIELDS: dict[str, tuple[str, ...]] = {
+    "pages": ("tier", "segment_id"),
+    "agent_traits": ("assistant_id",),
+}
 
 
 def collection_specs(dim: int) -> dict[str, CollectionSpec]:

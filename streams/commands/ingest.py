@@ -1,4 +1,5 @@
-"""`memoryos ingest FILE.jsonl`: one turn event per line to memoryos.turns.
+"""`memoryos ingest FILE.jsonl`: one turn event per line to memoryos.turns (``--messages``: one
+message event per line to memoryos.messages, for the pairing stage).
 
 The file is streamed, never loaded whole: a year of chat logs fits in no memory. Invalid lines
 are reported with their number and reason (the first few at once, so a wrong format shows
@@ -22,7 +23,8 @@ from adapters.journal import Journal, NoJournal, open_journal
 from adapters.settings import Settings
 from schemas.codec import decode, dumps
 from schemas.errors import BrokerError, InvalidEvent
-from schemas.topics import TURNS, user_key
+from schemas.message import MessageEvent
+from schemas.topics import MESSAGES, TURNS, user_key
 from schemas.turn import TurnEvent
 from streams.commands.ingest_wait import Placed, service_url, wait_placed
 from streams.kafka_security import kafka_client_options
@@ -54,14 +56,14 @@ class Sent:
         if self.invalid <= SHOWN_INVALID:
             print(f"{self.path}:{number}: {reason}", file=sys.stderr, flush=True)
 
-    def acked(self, turn: TurnEvent, future: asyncio.Future[Any]) -> None:
+    def acked(self, turn: TurnEvent | MessageEvent, future: asyncio.Future[Any]) -> None:
         if future.cancelled():
             self.failure("cancelled")
         elif future.exception() is not None:
             self.failure(repr(future.exception()))
         else:
             self.acknowledged += 1
-            if self.track:
+            if self.track and isinstance(turn, TurnEvent):
                 self.turns.setdefault(turn.user_id, set()).add(turn.turn_id)
 
     def failure(self, reason: str) -> None:
@@ -80,6 +82,7 @@ async def send_file(
     progress: Progress,
     track: bool = False,
     journal: Journal | None = None,
+    messages: bool = False,
 ) -> Sent:
     """Send every valid line of ``path``; each send is counted when the broker acknowledges it.
 
@@ -88,7 +91,7 @@ async def send_file(
     turns is on disk before it is sent, so a reported acknowledgement survives a crash.
     """
     journal = journal or NoJournal()
-    chunk: list[TurnEvent] = []
+    chunk: list[TurnEvent | MessageEvent] = []
     report = Sent(path, track=track)
     # No idempotent producer: Tansu does not implement InitProducerId; replays are harmless
     # anyway, because every stage de-duplicates by deterministic ids.
@@ -116,7 +119,9 @@ async def send_file(
                     report.seconds = time.monotonic() - started
                     progress.detail(report.detail())
                 try:
-                    chunk.append(decode(TurnEvent, line))
+                    chunk.append(
+                        decode(MessageEvent, line) if messages else decode(TurnEvent, line)
+                    )
                 except InvalidEvent as exc:
                     report.bad_line(number, str(exc))
                     continue
@@ -136,23 +141,29 @@ async def send_file(
 async def _send_chunk(
     producer: AIOKafkaProducer,
     journal: Journal,
-    chunk: list[TurnEvent],
+    chunk: list[TurnEvent | MessageEvent],
     report: Sent,
     in_flight: set[asyncio.Future[Any]],
 ) -> None:
-    await journal.append(chunk)  # one fsynced transaction per chunk, not per line
+    # one fsynced transaction per chunk, not per line
+    await journal.append([e for e in chunk if isinstance(e, TurnEvent)])
+    await journal.append_messages([e for e in chunk if isinstance(e, MessageEvent)])
     for turn in chunk:
         await _send(producer, turn, report, in_flight)
 
 
 async def _send(
-    producer: AIOKafkaProducer, turn: TurnEvent, report: Sent, in_flight: set[asyncio.Future[Any]]
+    producer: AIOKafkaProducer,
+    event: TurnEvent | MessageEvent,
+    report: Sent,
+    in_flight: set[asyncio.Future[Any]],
 ) -> None:
+    topic = TURNS if isinstance(event, TurnEvent) else MESSAGES
     try:
         # Returns once the message is buffered (waiting while the buffer is full, which bounds
         # the memory a huge file takes); the broker's acknowledgement resolves the future.
         future: asyncio.Future[Any] = await producer.send(
-            TURNS, dumps(turn), key=user_key(turn.user_id)
+            topic, dumps(event), key=user_key(event.user_id)
         )
     except Exception as exc:
         report.failure(repr(exc))
@@ -160,16 +171,17 @@ async def _send(
     report.sent += 1
     in_flight.add(future)
     future.add_done_callback(in_flight.discard)
-    future.add_done_callback(lambda done: report.acked(turn, done))
+    future.add_done_callback(lambda done: report.acked(event, done))
 
 
-def summary(report: Sent) -> list[str]:
+def summary(report: Sent, messages: bool = False) -> list[str]:
     """The lines a script can parse: one fact per line, each starting with its name."""
     rate = report.sent / report.seconds if report.seconds > 0 else 0.0
+    what, topic = ("messages", MESSAGES) if messages else ("turns", TURNS)
     lines = [
-        f"sent {report.sent} turns to {TURNS} in {report.seconds:.1f} s "
-        f"({rate:.1f} turns/s, {amount(report.bytes / max(report.seconds, 1e-9), 'bytes')}/s)",
-        f"acknowledged {report.acknowledged} of {report.sent} turns by the broker",
+        f"sent {report.sent} {what} to {topic} in {report.seconds:.1f} s "
+        f"({rate:.1f} {what}/s, {amount(report.bytes / max(report.seconds, 1e-9), 'bytes')}/s)",
+        f"acknowledged {report.acknowledged} of {report.sent} {what} by the broker",
         f"invalid {report.invalid} of {report.lines} lines",
     ]
     if report.failed:
@@ -207,17 +219,20 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     if not args.file.is_file():
         print(f"memoryos ingest: no such file: {args.file}", file=sys.stderr)
         return 2
+    if args.messages and args.wait:
+        # a message's turn exists only once its reply came: nothing to count per line
+        print("memoryos ingest: --wait counts turns; it cannot follow --messages", file=sys.stderr)
+        return 2
     broker = settings.broker_url or f"kafka://127.0.0.1:{settings.broker_port}"
     placed: Placed | None = None
     with open_progress("ingest", quiet=args.quiet) as progress:
         bootstrap = broker.removeprefix("kafka://")
         journal = open_journal(settings, embedded=settings.broker_url is None)
         try:
-            report = asyncio.run(
-                send_file(
-                    args.file, bootstrap, settings, progress, track=args.wait, journal=journal
-                )
+            sending = send_file(
+                args.file, bootstrap, settings, progress, args.wait, journal, args.messages
             )
+            report = asyncio.run(sending)
         finally:
             journal.close()
         if args.wait and report.acknowledged:
@@ -225,7 +240,7 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     if report.invalid > SHOWN_INVALID:
         print(f"{args.file}: {report.invalid - SHOWN_INVALID} more invalid lines not shown",
               file=sys.stderr)  # fmt: skip
-    for line in summary(report) + ([placed_summary(placed)] if placed else []):
+    for line in summary(report, args.messages) + ([placed_summary(placed)] if placed else []):
         print(line, flush=True)
     complete = report.acknowledged == report.lines and (placed is None or not placed.missing)
     return 0 if complete else 1

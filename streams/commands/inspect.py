@@ -58,14 +58,24 @@ def render(memory: dict[str, Any]) -> str:
         lines.append(f"    {_cut(segment['summary'], 110)}")
     persona = memory["persona"]
     lines.append("persona:")
+    lines.append("  profile: " + _attributes(persona.get("profile", {})))
     lines.append(
         "  traits: " + ", ".join(f"{k}={v['level']}" for k, v in persona["traits"].items())
     )
     for fact in persona["user_knowledge"]:
         lines.append(f"  user: {_cut(fact, 110)}")
-    for fact in persona["agent_traits"]:
-        lines.append(f"  assistant: {_cut(fact, 110)}")
+    assistants = {"default": {"agent_profile": persona.get("agent_profile", {}),
+                              "agent_traits": persona["agent_traits"]}}  # fmt: skip
+    for name, seen in (assistants | persona.get("assistants", {})).items():
+        if seen["agent_profile"] or seen["agent_traits"]:
+            lines.append(f"  assistant {name}: {_attributes(seen['agent_profile'])}")
+        for fact in seen["agent_traits"]:
+            lines.append(f"    {_cut(fact, 110)}")
     return "\n".join(lines)
+
+
+def _attributes(profile: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in profile.items()) or "(none)"
 
 
 def _cut(text: str, width: int = 60) -> str:

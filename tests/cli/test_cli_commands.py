@@ -219,3 +219,37 @@ def test_bench_reports_each_phase(
         "latency",
         "report",
     ]
+
+
+def test_ingest_messages_takes_a_plain_host_port_broker(
+    tmp_path: Path, broker: EmbeddedBroker
+) -> None:
+    messages = [
+        {"user_id": "ann", "conversation_id": "c1", "message_id": f"m{i}",
+         "role": "user" if i % 2 == 0 else "assistant", "text": f"message {i}",
+         "timestamp": "2024-05-01T10:00:00Z", "channel": "whatsapp"}
+        for i in range(6)
+    ]  # fmt: skip
+    path = tmp_path / "messages.jsonl"
+    lines = [orjson.dumps(m) for m in messages] + [b'{"user_id": "ann", "role": "bot"}']
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    host_port = broker.url.removeprefix("kafka://")
+    result = subprocess.run(
+        memoryos("ingest", "--messages", str(path), "--broker", host_port, "--quiet"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr  # one invalid line
+    out = result.stdout.splitlines()
+    assert re.fullmatch(r"sent 6 messages to memoryos\.messages in .+", out[0])
+    assert out[1:] == ["acknowledged 6 of 6 messages by the broker", "invalid 1 of 7 lines"]
+    assert f"{path}:7: " in result.stderr
+    refused = subprocess.run(
+        memoryos("ingest", "--messages", "--wait", str(path), "--broker", host_port),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert "--wait" in refused.stderr

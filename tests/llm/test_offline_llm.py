@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from adapters.llm import build_llm
-from adapters.llm.offline_llm import I_DONT_KNOW, OfflineLLM
+from adapters.llm.offline_llm import I_DONT_KNOW, NOTHING_REMEMBERED, OfflineLLM
 from adapters.llm.offline_traits import TRAIT_CUES
 from adapters.llm.traits import TRAIT_DIMENSIONS, TRAIT_GROUPS, canonical_dimension
 from adapters.ports import PromptMemory
@@ -171,12 +171,23 @@ async def test_user_traits_heuristic_and_merge(llm: OfflineLLM) -> None:
     assert "Art Interest" not in await llm.user_traits({}, "User: I read an article.")
 
 
-async def test_respond_extractive(llm: OfflineLLM) -> None:
-    memory = PromptMemory("When does my flight leave?", [DIALOGUE])
+async def test_respond_extractive_in_the_locomo_style(llm: OfflineLLM) -> None:
+    memory = PromptMemory("When does my flight leave?", [DIALOGUE], "locomo")
     assert (await llm.respond("sys", "user", memory)).text == "My flight leaves Monday."
     assert (
-        await llm.respond("s", "u", PromptMemory("quantum chromodynamics?", [DIALOGUE]))
+        await llm.respond("s", "u", PromptMemory("quantum chromodynamics?", [DIALOGUE], "locomo"))
     ).text == (I_DONT_KNOW)
+
+
+async def test_respond_in_the_chat_style_is_a_full_sentence_to_the_customer(
+    llm: OfflineLLM,
+) -> None:
+    memory = PromptMemory("When does my flight leave?", [DIALOGUE])
+    assert (await llm.respond("s", "u", memory)).text == (
+        "You told me that your flight leaves Monday."
+    )
+    unknown = PromptMemory("quantum chromodynamics?", [DIALOGUE])
+    assert (await llm.respond("s", "u", unknown)).text == NOTHING_REMEMBERED
 
 
 def test_trait_tables_follow_the_appendix() -> None:

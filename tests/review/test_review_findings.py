@@ -430,6 +430,9 @@ class NoJournalLike:
     async def pending(self, limit: int = 10_000) -> list[Any]:
         return []
 
+    async def pending_messages(self, limit: int = 10_000) -> list[Any]:
+        return []
+
     async def settle(self, seqs: Any) -> None:
         return None
 

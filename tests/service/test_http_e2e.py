@@ -27,6 +27,7 @@ RETRIEVE_KEYS = {
     "context",
     "mid_term",
     "user_profile",
+    "agent_profile",
     "user_traits",
     "user_knowledge",
     "agent_traits",
@@ -205,7 +206,14 @@ async def test_memory_document_has_every_tier(client: httpx.AsyncClient) -> None
     assert segment["heat"] > 0
     for page in all_pages(document):
         assert_page(page)
-    assert set(document["persona"]) == {"profile", "traits", "user_knowledge", "agent_traits"}
+    assert set(document["persona"]) == {
+        "profile",
+        "traits",
+        "user_knowledge",
+        "agent_traits",
+        "agent_profile",
+        "assistants",
+    }
 
 
 async def test_respond_answers_from_memory_and_stores_the_new_turn(

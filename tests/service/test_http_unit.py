@@ -48,6 +48,8 @@ class FakeMemory:
         self.turns: list[TurnEvent] = []
         self.answer = "You like tea."
         self.failure: Exception | None = None
+        self.profiles: dict[str, dict[str, Any]] = {}
+        self.messages: list[Any] = []
 
     async def add_turns(self, turns: list[TurnEvent]) -> list[str]:
         if self.failure:
@@ -55,7 +57,9 @@ class FakeMemory:
         self.turns.extend(turns)
         return [turn.turn_id for turn in turns]
 
-    async def retrieve(self, user_id: str, query: str, top_k: int | None = None) -> Retrieved:
+    async def retrieve(
+        self, user_id: str, query: str, top_k: int | None = None, assistant_id: str | None = None
+    ) -> Retrieved:
         return Retrieved(
             short_term=[page("t1", {"source": "crm"})],
             mid_term=[(page("t0"), "seg-1", 0.75)],
@@ -85,6 +89,23 @@ class FakeMemory:
 
     async def forget(self, user_id: str) -> dict[str, int]:
         return dict(FORGOTTEN)
+
+    async def add_messages(self, messages: list[Any]) -> list[str]:
+        self.messages.extend(messages)
+        return [message.message_id for message in messages]
+
+    async def set_profile(self, user_id: str, profile: dict[str, Any]) -> dict[str, Any]:
+        self.profiles[user_id] = profile
+        return profile
+
+    async def set_assistant_profile(
+        self, assistant_id: str, profile: dict[str, Any]
+    ) -> dict[str, Any]:
+        self.profiles[f"assistant:{assistant_id}"] = profile
+        return profile
+
+    async def assistant_profile(self, assistant_id: str) -> dict[str, Any]:
+        return self.profiles.get(f"assistant:{assistant_id}", {})
 
 
 async def status() -> dict[str, Any]:
@@ -412,6 +433,7 @@ async def test_retrieve_returns_the_documented_shape(client: httpx.AsyncClient) 
         "context",
         "mid_term",
         "user_profile",
+        "agent_profile",
         "user_traits",
         "user_knowledge",
         "agent_traits",
@@ -470,7 +492,7 @@ def test_the_spec_documents_errors_and_auth_for_every_v1_operation(fake: FakeMem
         if path.startswith("/v1")
         for method, operation in methods.items()
     ]
-    assert len(operations) == 7
+    assert len(operations) == 11
     for path, method, operation in operations:
         assert operation["security"] == [{"bearer": []}], (method, path)
         for status in ("401", "422"):
@@ -478,3 +500,88 @@ def test_the_spec_documents_errors_and_auth_for_every_v1_operation(fake: FakeMem
             assert schema == error_ref, (method, path, status)
     batch = spec["paths"]["/v1/turns"]["post"]["requestBody"]["content"]["application/json"]
     assert "user_id" in batch["schema"]["items"]["required"]
+
+
+# --- profiles ---
+
+
+async def test_profiles_are_put_whole_and_read_back(
+    client: httpx.AsyncClient, fake: FakeMemory
+) -> None:
+    put = await client.put(
+        "/v1/users/alice/profile", json={"name": "Alice", "plan": "gold"}, headers=AUTH
+    )
+    assert (put.status_code, put.json()) == (
+        200,
+        {"user_id": "alice", "profile": {"name": "Alice", "plan": "gold"}},
+    )
+    assert fake.profiles["alice"] == {"name": "Alice", "plan": "gold"}
+    bot = {"name": "Sam", "role": "billing"}
+    put = await client.put("/v1/assistants/billing/profile", json=bot, headers=AUTH)
+    assert put.json() == {"assistant_id": "billing", "profile": bot}
+    got = await client.get("/v1/assistants/billing/profile", headers=AUTH)
+    assert got.json() == {"assistant_id": "billing", "profile": bot}
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ([1, 2], "valid dictionary"),
+        ({f"k{i}": i for i in range(65)}, "at most 64"),
+        ({"bio": "x" * 5000}, "at most 4096"),
+        ({"a": {"b": {"c": {"d": {}}}}}, "nested deeper"),
+    ],
+)
+async def test_a_bad_profile_is_a_422(client: httpx.AsyncClient, body: Any, problem: str) -> None:
+    response = await client.put("/v1/users/alice/profile", json=body, headers=AUTH)
+    assert problem in error_of(response, 422)["error"]
+    bad_id = await client.put("/v1/assistants/bad id/profile", json={}, headers=AUTH)
+    assert error_of(bad_id, 422)["field"] == "assistant_id"
+
+
+# --- messages ---
+
+MESSAGE = {"user_id": "alice", "conversation_id": "c1", "role": "user", "text": "Hi there"}
+
+
+async def test_one_message_or_a_list_is_accepted(
+    client: httpx.AsyncClient, fake: FakeMemory
+) -> None:
+    one = await client.post("/v1/messages", json=MESSAGE | {"message_id": "m1"}, headers=AUTH)
+    assert (one.status_code, one.json()) == (
+        202,
+        {"accepted": 1, "results": [{"index": 0, "message_id": "m1"}]},
+    )
+    many = await client.post(
+        "/v1/messages",
+        json=[MESSAGE | {"channel": "email"}, MESSAGE | {"role": "bot"}, "text"],
+        headers=AUTH,
+    )
+    body = many.json()
+    assert (many.status_code, body["accepted"]) == (202, 1)
+    assert body["results"][0]["message_id"]
+    assert "role" in body["results"][1]["error"]
+    assert "JSON object" in body["results"][2]["error"]
+    assert [(m.message_id == "m1", m.channel) for m in fake.messages] == [
+        (True, None),
+        (False, "email"),
+    ]
+    assert fake.messages[0].timestamp.tzinfo is not None
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (MESSAGE | {"text": "  "}, "text"),
+        (MESSAGE | {"user_id": "bad id"}, "user_id"),
+        (MESSAGE | {"extra": 1}, "extra"),
+        ("just text", "body"),
+        ([{"role": "user"}] * 1001, "body"),
+    ],
+)
+async def test_a_bad_message_is_a_422_naming_the_field(
+    client: httpx.AsyncClient, fake: FakeMemory, body: Any, field: str
+) -> None:
+    response = await client.post("/v1/messages", json=body, headers=AUTH)
+    assert error_of(response, 422)["field"] == field
+    assert fake.messages == []

@@ -34,7 +34,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 API_KEY = "mcp-key"
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = {"add_turn", "retrieve_memory", "respond", "get_memory", "forget_user"}
+TOOLS = {
+    "add_turn",
+    "retrieve_memory",
+    "respond",
+    "get_memory",
+    "forget_user",
+    "set_user_profile",
+    "set_assistant_profile",
+}
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -103,13 +111,22 @@ async def test_every_tool_over_stdio(stack: Stack) -> None:
         page = await eventually(stored)
         assert page["meta"] == {"via": "mcp", "n": 1}
 
+        profile = {"name": "Cleo", "plan": "gold"}
+        set_user = {"user_id": "mcp-user", "profile": profile}
+        assert structured(await client.call_tool("set_user_profile", set_user)) == set_user
+        bot = {"assistant_id": "music-bot", "profile": {"role": "music teacher"}}
+        assert structured(await client.call_tool("set_assistant_profile", bot)) == bot
         found = structured(
             await client.call_tool(
-                "retrieve_memory", {"user_id": "mcp-user", "query": "cello", "top_k": 2}
+                "retrieve_memory",
+                {"user_id": "mcp-user", "query": "cello", "top_k": 2, "assistant_id": "music-bot"},
             )
         )
         assert [p["turn_id"] for p in found["short_term"]] == [turn_id]
-        assert {"mid_term", "user_profile", "user_knowledge", "agent_traits"} <= set(found)
+        assert {"mid_term", "user_knowledge", "agent_traits"} <= set(found)
+        assert (found["user_profile"], found["agent_profile"]) == (profile, bot["profile"])
+        too_big = {"user_id": "mcp-user", "profile": {"bio": "x" * 5000}}
+        assert "4096" in error_text(await client.call_tool("set_user_profile", too_big))
 
         answered = structured(
             await client.call_tool(

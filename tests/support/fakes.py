@@ -3,7 +3,7 @@
 - ``FakeClock``: time that moves only when told;
 - ``FakeLLM``: deterministic answers, with an optional hook to fail or block one task;
 - ``BagEmbedder``: a bag-of-words vector, so similar texts are similar;
-- ``Pipeline``: the four stages over dict tables, with in-memory topics drained in order,
+- ``Pipeline``: the five stages over dict tables, with in-memory topics drained in order,
   on the real qdrant-client ``:memory:`` store; ``crash()`` loses what an embedded broker
   loses (topics and tables), nothing else.
 """
@@ -22,6 +22,7 @@ from typing import Any
 from adapters import tracing
 from adapters.deps import Deps
 from adapters.history import DeadLetterNotes
+from adapters.journal import Journal
 from adapters.metrics import Metrics
 from adapters.ports import Answer, PromptMemory, Topic
 from adapters.repository import MemoryRepository
@@ -29,15 +30,16 @@ from adapters.settings import Settings
 from adapters.stores.qdrant import QdrantStore
 from agents.chain import ChainAgent
 from agents.mtm import MidTermAgent
+from agents.pairing import PairingAgent
 from agents.persona import PersonaAgent
 from agents.policy import ErrorPolicy, default_policy
 from agents.runtime import BatchRunner, DeadLetterSink
 from agents.stm import ShortTermAgent
 from memory.chain import ContinuityVerdict
 from memory.text import tokenize as tokens
-from schemas.codec import decode, decode_turn_input
+from schemas.codec import decode, decode_message_input, decode_turn_input
 from schemas.records import MidTermInput, Page, PageInput, PersonaInput, Trait
-from schemas.topics import DLQ, MTM, PAGES, PERSONA, TURNS
+from schemas.topics import DLQ, MESSAGES, MTM, PAGES, PERSONA, TURNS
 
 Hook = Callable[[str], Awaitable[None]]
 
@@ -148,10 +150,13 @@ class Sent:
 class Pipeline:
     """The stages wired as `streams/app.py` wires them, over in-memory topics."""
 
-    ORDER = (TURNS, PAGES, MTM, PERSONA)
+    ORDER = (MESSAGES, TURNS, PAGES, MTM, PERSONA)
 
-    def __init__(self, deps: Deps, policy: ErrorPolicy | None = None) -> None:
+    def __init__(
+        self, deps: Deps, policy: ErrorPolicy | None = None, journal: Journal | None = None
+    ) -> None:
         self.deps = deps
+        self.journal = journal
         self.topics: dict[str, list[Sent]] = defaultdict(list)
         self.offsets: dict[str, int] = defaultdict(int)
         self.tables: dict[str, dict[str, Any]] = defaultdict(dict)
@@ -181,6 +186,13 @@ class Pipeline:
             return str(record.root.user_id)
 
         return {
+            MESSAGES: PairingAgent(
+                deps,
+                self.tables["pairing"],
+                self._send(TURNS),
+                self._runner("pairing", decode_message_input, lambda r: r.user_id),
+                self.journal,
+            ),
             TURNS: ChainAgent(
                 deps,
                 self.tables["chain"],

@@ -29,18 +29,21 @@ PERSONA = Persona(
 )
 
 
+PROMPT_ARGS: dict[str, object] = {
+    "query": "Where did Ann go in May?",
+    "short_term": [make_page(3), make_page(4)],
+    "mid_term": [make_page(1, summary="Trip to Oslo")],
+    "persona": PERSONA,
+    "user_knowledge": ["I live in Bergen"],
+    "agent_traits": ["I recommended Interstellar"],
+    "user_name": "Ann",
+    "assistant_name": "Mira",
+}
+
+
 def prompt(**overrides: object) -> tuple[str, str]:
-    arguments: dict[str, object] = {
-        "query": "Where did Ann go in May?",
-        "short_term": [make_page(3), make_page(4)],
-        "mid_term": [make_page(1, summary="Trip to Oslo")],
-        "persona": PERSONA,
-        "user_knowledge": ["I live in Bergen"],
-        "agent_traits": ["I recommended Interstellar"],
-        "user_name": "Ann",
-        "assistant_name": "Mira",
-    }
-    arguments.update(overrides)
+    """The appendix's (locomo) wording unless ``style`` is overridden."""
+    arguments = PROMPT_ARGS | {"style": "locomo"} | overrides
     return build_prompt(**arguments)  # type: ignore[arg-type]
 
 
@@ -115,3 +118,24 @@ def test_prompt_texts_in_tier_order_without_repeats() -> None:
         "I live in Bergen",
         "I recommended Interstellar",
     ]
+
+
+def test_the_default_chat_style_replies_to_the_customer_in_the_papers_structure() -> None:
+    system, user = prompt(style="chat")
+    assert system.startswith("You are role-playing as Mira")
+    assert "full sentences" in system
+    assert "concise" not in system + user
+    assert "17 July 2025" not in user
+    markers = [
+        "Recent conversation between Ann and Mira:",
+        "<MEMORY>",
+        "[Conversation summary] Trip to Oslo",
+        "<CHARACTER TRAITS>",
+        "name: Ann",
+        "- I live in Bergen",
+        "Ann says: Where did Ann go in May?",
+    ]
+    positions = [user.index(marker) for marker in markers]
+    assert positions == sorted(positions)
+    arguments = {k: v for k, v in PROMPT_ARGS.items() if k != "style"}
+    assert build_prompt(**arguments) == (system, user)  # type: ignore[arg-type]

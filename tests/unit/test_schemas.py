@@ -107,3 +107,11 @@ def test_a_page_vector_travels_as_float32_base64_and_comes_back() -> None:
     assert back is not None
     assert max(abs(a - b) for a, b in zip(vector, back, strict=True)) < 1e-6
     assert page.model_dump()["vector"] == vector  # Python-side dumps keep the list
+
+
+def test_published_message_schema_is_current() -> None:
+    from schemas.export import MESSAGE_SCHEMA_PATH, message_schema_json
+
+    assert MESSAGE_SCHEMA_PATH.read_bytes() == message_schema_json(), (
+        "schemas/message.schema.json is stale: run `python -m schemas.export`"
+    )

@@ -38,7 +38,7 @@ def test_environment_is_read_with_prefix(monkeypatch: pytest.MonkeyPatch) -> Non
         ("MEMORYOS_STM_CAPACITY", "0", "MEMORYOS_STM_CAPACITY"),
         ("MEMORYOS_THETA", "abc", "MEMORYOS_THETA"),
         ("MEMORYOS_LLM", "gpt", "MEMORYOS_LLM"),
-        ("MEMORYOS_BROKER_URL", "localhost:9092", "kafka://"),
+        ("MEMORYOS_BROKER_URL", "localhost", "host:port"),
     ],
 )
 def test_invalid_value_names_the_variable(
@@ -71,7 +71,7 @@ SECRETS = {
     ("variable", "value", "rule"),
     [
         ("MEMORYOS_STM_CAPACITY", "0", "greater than or equal to 1"),
-        ("MEMORYOS_BROKER_URL", "localhost:9092", "kafka://"),
+        ("MEMORYOS_BROKER_URL", "http://localhost:9092", "host:port"),
         ("MEMORYOS_EMBEDDER", "openai", "needs OPENAI_API_KEY"),  # a rule over all settings
     ],
 )
@@ -113,3 +113,22 @@ def test_keys_set_by_model_copy_still_work() -> None:
         update={"openai_api_key": "sk-x", "api_keys": "a,b", "qdrant_api_key": "q"}
     )
     assert (copied.openai_key, copied.api_key_list, copied.qdrant_key) == ("sk-x", ["a", "b"], "q")
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ("127.0.0.1:9092", "kafka://127.0.0.1:9092"),
+        ("kafka://kafka:9092", "kafka://kafka:9092"),
+        ("k1:9092, k2:9093", "kafka://k1:9092,k2:9093"),
+        ("kafka://[::1]:9092", "kafka://[::1]:9092"),
+    ],
+)
+def test_the_broker_url_takes_host_port_lists_as_kafka_tools_do(given: str, kept: str) -> None:
+    assert load_settings(broker_url=given).broker_url == kept
+
+
+@pytest.mark.parametrize("given", ["localhost", "http://k:9092", "k:port", "k:9092,"])
+def test_a_broker_url_without_host_and_port_is_refused_naming_the_variable(given: str) -> None:
+    with pytest.raises(ConfigError, match="MEMORYOS_BROKER_URL"):
+        load_settings(broker_url=given)

@@ -1,0 +1,106 @@
+"""Pairing stage: messages -> turns. The one writer of a user's messages waiting for a reply.
+
+It sits in front of the chain stage: a bus writes one event per message to
+``memoryos.messages`` (keyed by user, so one user's messages keep their order), and the stage
+joins a customer's message(s) with the assistant's reply into a turn on ``memoryos.turns``
+(``memory/pairing.py`` says how, and what an unanswered message becomes).
+
+Durability, as everywhere: the waiting messages are in the store (a per-user document), the
+Faust table is a cache rebuilt from it on a miss. A turn it makes is journaled before it is
+sent (embedded mode: the broker keeps nothing on disk), and a message's own journal entry is
+settled only once the document holding it is stored. Write order: turns first, then the
+document; a crash in between replays the message, which makes the same turn (its id derives
+from the message), and the chain stage keeps one page per turn id.
+
+Forgetting: a DELETE sends a marker down ``memoryos.messages`` too. Until it arrives, a
+message of a user with an open tombstone was sent before the DELETE (it is ahead of the
+marker in the partition) and is dropped; the marker itself purges the waiting messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping, Sequence
+from typing import Any
+
+from adapters.deps import Deps, Send
+from adapters.journal import Journal, NoJournal
+from adapters.repository import PAIRING_DOC
+from agents.forget import check_marker
+from agents.runtime import BatchRunner, Consumed
+from memory.pairing import PairingState
+from schemas.codec import dumps
+from schemas.message import MessageEvent
+from schemas.records import ForgetUser, PairingTick
+from schemas.topics import user_key
+
+MessageInput = MessageEvent | ForgetUser | PairingTick
+
+
+class PairingAgent:
+    stage = "pairing"
+
+    def __init__(
+        self,
+        deps: Deps,
+        states: MutableMapping[str, Any],
+        send_turn: Send,
+        runner: BatchRunner[MessageInput],
+        journal: Journal | None = None,
+    ) -> None:
+        self.deps = deps
+        self.states = states
+        self.send_turn = send_turn
+        self.runner = runner
+        self.journal: Journal = journal or NoJournal()
+
+    async def process(self, events: Sequence[Any]) -> None:
+        """A whole batch, users concurrently (tests, and runs without the dispatcher)."""
+        await self.runner.run(await self.prepare(events), self.handle)
+
+    async def prepare(self, events: Sequence[Any]) -> list[Consumed[MessageInput]]:
+        return await self.runner.decode_batch(events)
+
+    async def handle(self, item: Consumed[MessageInput]) -> None:
+        await self.apply(item.record)
+
+    async def apply(self, event: MessageInput) -> None:
+        if isinstance(event, ForgetUser):
+            await self.forget(event)
+            return
+        state = await self.state(event.user_id)
+        wait_s = self.deps.settings.pairing_wait_s
+        now = self.deps.clock.now()
+        if isinstance(event, PairingTick):
+            turns = state.flush_due(min(event.at, now), wait_s)  # no tick from the future
+        elif await self._sent_before_a_delete(state, event.user_id):
+            self.deps.metrics.events.labels(stage=self.stage, outcome="forgotten").inc()
+            await self.journal.settle_messages(event.user_id, [event.message_id])
+            return
+        else:
+            turns = state.receive(event, now, wait_s)
+        await self.journal.append(turns)
+        for turn in turns:
+            await self.send_turn(key=user_key(turn.user_id), value=dumps(turn))
+        data = state.to_dict()
+        await self.deps.repo.save_doc(event.user_id, PAIRING_DOC, data, waiting=state.waiting > 0)
+        self.states[event.user_id] = data
+        if isinstance(event, MessageEvent):
+            await self.journal.settle_messages(event.user_id, [event.message_id])
+
+    async def _sent_before_a_delete(self, state: PairingState, user_id: str) -> bool:
+        tombstone = await self.deps.repo.tombstone(user_id)
+        return tombstone is not None and tombstone[1] and tombstone[0] > state.forgotten_through
+
+    async def forget(self, marker: ForgetUser) -> None:
+        """Purge the waiting messages; later messages of the user are welcome again."""
+        if not await check_marker(self.deps.repo, marker):
+            return
+        await self.deps.repo.delete_doc(marker.user_id, PAIRING_DOC)
+        # Kept in the table only: the store holds nothing of a deleted user.
+        self.states[marker.user_id] = PairingState(forgotten_through=marker.at).to_dict()
+
+    async def state(self, user_id: str) -> PairingState:
+        cached = self.states.get(user_id)
+        if cached is None:
+            cached = await self.deps.repo.load_doc(user_id, PAIRING_DOC)
+        return PairingState.from_dict(cached)

@@ -1,0 +1,32 @@
+"""A Python client for the MemoryOS Streams HTTP API: ``MemoryClient`` and
+``AsyncMemoryClient`` (httpx), typed results (the API's own response models) and the API's
+errors as exceptions. It imports neither Faust nor the pipeline: install the package and talk
+to any `memoryos up` or `memoryos serve`."""
+
+from client.aio import AsyncMemoryClient
+from client.errors import (
+    APIError,
+    BadRequest,
+    ConnectionFailed,
+    InvalidInput,
+    MemoryOSClientError,
+    NotFoundError,
+    PayloadTooLarge,
+    ServiceUnavailable,
+    Unauthorized,
+)
+from client.sync import MemoryClient
+
+__all__ = [
+    "APIError",
+    "AsyncMemoryClient",
+    "BadRequest",
+    "ConnectionFailed",
+    "InvalidInput",
+    "MemoryClient",
+    "MemoryOSClientError",
+    "NotFoundError",
+    "PayloadTooLarge",
+    "ServiceUnavailable",
+    "Unauthorized",
+]

@@ -1,0 +1,159 @@
+"""``AsyncMemoryClient``: the same API as ``MemoryClient``, for asyncio (httpx.AsyncClient)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from client import calls
+from client.errors import ConnectionFailed, ServiceUnavailable
+from client.sync import DEFAULT_URL, TIMEOUT, headers
+from service.models import (
+    AssistantProfile,
+    BatchAccepted,
+    DeletedCounts,
+    MemoryResponse,
+    MessagesAccepted,
+    RespondResponse,
+    RetrieveResponse,
+    UserProfile,
+)
+
+Result = TypeVar("Result")
+
+
+class AsyncMemoryClient:
+    """Every route of the API; results are the API's typed models, errors ``APIError``s.
+
+    >>> async with AsyncMemoryClient("http://127.0.0.1:8080") as memory:
+    ...     await memory.add_turn("alice", "My dog is called Miso.", "Lovely name!")
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        api_key: str | None = None,
+        *,
+        timeout: httpx.Timeout | float = TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=base_url, headers=headers(api_key), timeout=timeout, transport=transport
+        )
+
+    async def _send(self, call: calls.Call[Result]) -> Result:
+        try:
+            response = await self._http.request(call.method, call.path, json=call.body)
+        except httpx.HTTPError as exc:
+            raise ConnectionFailed(f"no reply from {self._http.base_url}: {exc!r}") from exc
+        return call.parse(calls.checked(response))
+
+    # --- turns and messages in ---
+
+    async def add_turn(
+        self,
+        user_id: str,
+        query: str,
+        response: str,
+        *,
+        timestamp: datetime | str | None = None,
+        turn_id: str | None = None,
+        assistant_id: str | None = None,
+        channel: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Add one turn; its turn_id. It shows up in memory moments later (asynchronous)."""
+        fields = {"timestamp": timestamp, "turn_id": turn_id, "assistant_id": assistant_id,
+                  "channel": channel, "meta": meta}  # fmt: skip
+        return await self._send(calls.add_turn(user_id, query, response, **fields))
+
+    async def add_turns(self, turns: Sequence[Mapping[str, Any]]) -> BatchAccepted:
+        """Many turns of any users (each with its user_id), checked one by one."""
+        return await self._send(calls.add_turns(turns))
+
+    async def add_message(
+        self,
+        user_id: str,
+        conversation_id: str,
+        role: str,
+        text: str,
+        *,
+        message_id: str | None = None,
+        timestamp: datetime | str | None = None,
+        channel: str | None = None,
+        assistant_id: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> str:
+        """One bus message (role "user" or "assistant"); its message_id."""
+        fields = {"message_id": message_id, "timestamp": timestamp, "channel": channel,
+                  "assistant_id": assistant_id, "meta": meta}  # fmt: skip
+        return await self._send(calls.add_message(user_id, conversation_id, role, text, **fields))
+
+    async def add_messages(
+        self, messages: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> MessagesAccepted:
+        """One message object or a list of them, paired into turns by the pipeline."""
+        return await self._send(calls.add_messages(messages))
+
+    # --- memory out ---
+
+    async def retrieve(
+        self, user_id: str, query: str, *, top_k: int | None = None, assistant_id: str | None = None
+    ) -> RetrieveResponse:
+        return await self._send(calls.retrieve(user_id, query, top_k, assistant_id))
+
+    async def respond(
+        self, user_id: str, query: str, *, assistant_id: str | None = None
+    ) -> RespondResponse:
+        return await self._send(calls.respond(user_id, query, assistant_id))
+
+    async def get_memory(self, user_id: str) -> MemoryResponse:
+        return await self._send(calls.get_memory(user_id))
+
+    async def forget_user(self, user_id: str) -> DeletedCounts:
+        return (await self._send(calls.forget_user(user_id))).deleted
+
+    # --- profiles ---
+
+    async def set_user_profile(self, user_id: str, profile: Mapping[str, Any]) -> UserProfile:
+        return await self._send(calls.set_user_profile(user_id, profile))
+
+    async def set_assistant_profile(
+        self, assistant_id: str, profile: Mapping[str, Any]
+    ) -> AssistantProfile:
+        return await self._send(calls.set_assistant_profile(assistant_id, profile))
+
+    async def get_assistant_profile(self, assistant_id: str) -> AssistantProfile:
+        return await self._send(calls.get_assistant_profile(assistant_id))
+
+    # --- operations ---
+
+    async def health(self) -> dict[str, Any]:
+        return await self._send(calls.health())
+
+    async def ready(self) -> bool:
+        try:
+            return await self._send(calls.ready())
+        except ServiceUnavailable:  # 503 is /readyz's "not yet"
+            return False
+
+    async def metrics(self) -> str:
+        return await self._send(calls.metrics())
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()

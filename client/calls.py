@@ -1,0 +1,157 @@
+"""Every route as a ``Call``: built once here, sent by the sync and the async client alike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel
+
+from client.errors import APIError, error_for
+from service.models import (
+    AssistantProfile,
+    BatchAccepted,
+    Deleted,
+    MemoryResponse,
+    MessagesAccepted,
+    RespondResponse,
+    RetrieveResponse,
+    TurnAccepted,
+    UserProfile,
+)
+
+Result = TypeVar("Result")
+Model = TypeVar("Model", bound=BaseModel)
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Call(Generic[Result]):
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], Result]
+    body: Any = None
+
+
+def _id(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _present(**values: Any) -> JSON:
+    """The fields given; datetimes as ISO 8601."""
+    return {
+        key: value.isoformat() if isinstance(value, datetime) else value
+        for key, value in values.items()
+        if value is not None
+    }
+
+
+def _model(model: type[Model]) -> Callable[[httpx.Response], Model]:
+    return lambda response: model.model_validate(response.json())
+
+
+def checked(response: httpx.Response) -> httpx.Response:
+    """The response, or its error as an exception."""
+    if response.status_code < 400:
+        return response
+    try:
+        body = response.json()
+        message, field = str(body["error"]), body.get("field")
+    except (ValueError, KeyError, TypeError):
+        message, field = response.text[:500] or response.reason_phrase, None
+    raise error_for(response.status_code, message, field)
+
+
+def add_turn(user_id: str, query: str, response: str, **fields: Any) -> Call[str]:
+    body = _present(query=query, response=response, **fields)
+    return Call("POST", f"/v1/users/{_id(user_id)}/turns", _turn_id, body)
+
+
+def _turn_id(response: httpx.Response) -> str:
+    return TurnAccepted.model_validate(response.json()).turn_id
+
+
+def add_turns(turns: Sequence[Mapping[str, Any]]) -> Call[BatchAccepted]:
+    body = [_present(**turn) for turn in turns]
+    return Call("POST", "/v1/turns", _model(BatchAccepted), body)
+
+
+def add_messages(
+    messages: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+) -> Call[MessagesAccepted]:
+    body = (
+        _present(**messages) if isinstance(messages, Mapping) else [_present(**m) for m in messages]
+    )
+    return Call("POST", "/v1/messages", _model(MessagesAccepted), body)
+
+
+def add_message(
+    user_id: str, conversation_id: str, role: str, text: str, **fields: Any
+) -> Call[str]:
+    body = _present(
+        user_id=user_id, conversation_id=conversation_id, role=role, text=text, **fields
+    )
+    return Call("POST", "/v1/messages", _message_id, body)
+
+
+def _message_id(response: httpx.Response) -> str:
+    [result] = MessagesAccepted.model_validate(response.json()).results
+    if result.message_id is None:  # a single message is refused with a 422 instead
+        raise APIError(response.status_code, result.error or "message not accepted")
+    return result.message_id
+
+
+def retrieve(
+    user_id: str, query: str, top_k: int | None, assistant_id: str | None
+) -> Call[RetrieveResponse]:
+    body = _present(query=query, top_k=top_k, assistant_id=assistant_id)
+    return Call("POST", f"/v1/users/{_id(user_id)}/retrieve", _model(RetrieveResponse), body)
+
+
+def respond(user_id: str, query: str, assistant_id: str | None) -> Call[RespondResponse]:
+    body = _present(query=query, assistant_id=assistant_id)
+    return Call("POST", f"/v1/users/{_id(user_id)}/respond", _model(RespondResponse), body)
+
+
+def get_memory(user_id: str) -> Call[MemoryResponse]:
+    return Call("GET", f"/v1/users/{_id(user_id)}/memory", _model(MemoryResponse))
+
+
+def forget_user(user_id: str) -> Call[Deleted]:
+    return Call("DELETE", f"/v1/users/{_id(user_id)}", _model(Deleted))
+
+
+def set_user_profile(user_id: str, profile: Mapping[str, Any]) -> Call[UserProfile]:
+    path = f"/v1/users/{_id(user_id)}/profile"
+    return Call("PUT", path, _model(UserProfile), dict(profile))
+
+
+def set_assistant_profile(assistant_id: str, profile: Mapping[str, Any]) -> Call[AssistantProfile]:
+    path = f"/v1/assistants/{_id(assistant_id)}/profile"
+    return Call("PUT", path, _model(AssistantProfile), dict(profile))
+
+
+def get_assistant_profile(assistant_id: str) -> Call[AssistantProfile]:
+    path = f"/v1/assistants/{_id(assistant_id)}/profile"
+    return Call("GET", path, _model(AssistantProfile))
+
+
+def health() -> Call[JSON]:
+    return Call("GET", "/healthz", _json)
+
+
+def ready() -> Call[bool]:
+    return Call("GET", "/readyz", lambda response: bool(response.json().get("ready")))
+
+
+def metrics() -> Call[str]:
+    return Call("GET", "/metrics", lambda response: response.text)
+
+
+def _json(response: httpx.Response) -> JSON:
+    data: JSON = response.json()
+    return data

@@ -1,0 +1,59 @@
+"""The API's errors as exceptions: one class per status, the service's message and field."""
+
+from __future__ import annotations
+
+
+class MemoryOSClientError(Exception):
+    """Anything the client raises."""
+
+
+class ConnectionFailed(MemoryOSClientError):
+    """No reply: the service is not running at that URL, or the connection broke."""
+
+
+class APIError(MemoryOSClientError):
+    """The service answered with an error: ``status``, its ``message`` and the ``field``."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(f"{status}: {message}" + (f" (field: {field})" if field else ""))
+        self.status = status
+        self.message = message
+        self.field = field
+
+
+class BadRequest(APIError):
+    """400: the body is not valid JSON."""
+
+
+class Unauthorized(APIError):
+    """401: a missing or wrong API key."""
+
+
+class NotFoundError(APIError):
+    """404: no such route (is the URL the memory service's?)."""
+
+
+class PayloadTooLarge(APIError):
+    """413: the body is larger than MEMORYOS_MAX_BODY_BYTES."""
+
+
+class InvalidInput(APIError):
+    """422: a field is missing, of the wrong type or too long; ``field`` names it."""
+
+
+class ServiceUnavailable(APIError):
+    """503: a backend (store, LLM, embedder, broker, journal) failed; retry later."""
+
+
+BY_STATUS: dict[int, type[APIError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    404: NotFoundError,
+    413: PayloadTooLarge,
+    422: InvalidInput,
+    503: ServiceUnavailable,
+}
+
+
+def error_for(status: int, message: str, field: str | None) -> APIError:
+    return BY_STATUS.get(status, APIError)(status, message, field)

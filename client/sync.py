@@ -1,0 +1,164 @@
+"""``MemoryClient``: the memory service's HTTP API from Python, blocking (httpx)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from client import calls
+from client.errors import ConnectionFailed, ServiceUnavailable
+from service.models import (
+    AssistantProfile,
+    BatchAccepted,
+    DeletedCounts,
+    MemoryResponse,
+    MessagesAccepted,
+    RespondResponse,
+    RetrieveResponse,
+    UserProfile,
+)
+
+DEFAULT_URL = "http://127.0.0.1:8080"  # `memoryos up`'s default
+TIMEOUT = httpx.Timeout(120.0, connect=5.0)  # respond waits for the LLM
+Result = TypeVar("Result")
+
+
+def headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+class MemoryClient:
+    """Every route of the API; results are the API's typed models, errors ``APIError``s.
+
+    >>> with MemoryClient("http://127.0.0.1:8080") as memory:
+    ...     memory.add_turn("alice", "My dog is called Miso.", "Lovely name!")
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        api_key: str | None = None,
+        *,
+        timeout: httpx.Timeout | float = TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.Client(
+            base_url=base_url, headers=headers(api_key), timeout=timeout, transport=transport
+        )
+
+    def _send(self, call: calls.Call[Result]) -> Result:
+        try:
+            response = self._http.request(call.method, call.path, json=call.body)
+        except httpx.HTTPError as exc:
+            raise ConnectionFailed(f"no reply from {self._http.base_url}: {exc!r}") from exc
+        return call.parse(calls.checked(response))
+
+    # --- turns and messages in ---
+
+    def add_turn(
+        self,
+        user_id: str,
+        query: str,
+        response: str,
+        *,
+        timestamp: datetime | str | None = None,
+        turn_id: str | None = None,
+        assistant_id: str | None = None,
+        channel: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Add one turn; its turn_id. It shows up in memory moments later (asynchronous)."""
+        fields = {"timestamp": timestamp, "turn_id": turn_id, "assistant_id": assistant_id,
+                  "channel": channel, "meta": meta}  # fmt: skip
+        return self._send(calls.add_turn(user_id, query, response, **fields))
+
+    def add_turns(self, turns: Sequence[Mapping[str, Any]]) -> BatchAccepted:
+        """Many turns of any users (each with its user_id), checked one by one."""
+        return self._send(calls.add_turns(turns))
+
+    def add_message(
+        self,
+        user_id: str,
+        conversation_id: str,
+        role: str,
+        text: str,
+        *,
+        message_id: str | None = None,
+        timestamp: datetime | str | None = None,
+        channel: str | None = None,
+        assistant_id: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> str:
+        """One bus message (role "user" or "assistant"); its message_id."""
+        fields = {"message_id": message_id, "timestamp": timestamp, "channel": channel,
+                  "assistant_id": assistant_id, "meta": meta}  # fmt: skip
+        return self._send(calls.add_message(user_id, conversation_id, role, text, **fields))
+
+    def add_messages(
+        self, messages: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    ) -> MessagesAccepted:
+        """One message object or a list of them, paired into turns by the pipeline."""
+        return self._send(calls.add_messages(messages))
+
+    # --- memory out ---
+
+    def retrieve(
+        self, user_id: str, query: str, *, top_k: int | None = None, assistant_id: str | None = None
+    ) -> RetrieveResponse:
+        return self._send(calls.retrieve(user_id, query, top_k, assistant_id))
+
+    def respond(
+        self, user_id: str, query: str, *, assistant_id: str | None = None
+    ) -> RespondResponse:
+        return self._send(calls.respond(user_id, query, assistant_id))
+
+    def get_memory(self, user_id: str) -> MemoryResponse:
+        return self._send(calls.get_memory(user_id))
+
+    def forget_user(self, user_id: str) -> DeletedCounts:
+        return self._send(calls.forget_user(user_id)).deleted
+
+    # --- profiles ---
+
+    def set_user_profile(self, user_id: str, profile: Mapping[str, Any]) -> UserProfile:
+        return self._send(calls.set_user_profile(user_id, profile))
+
+    def set_assistant_profile(
+        self, assistant_id: str, profile: Mapping[str, Any]
+    ) -> AssistantProfile:
+        return self._send(calls.set_assistant_profile(assistant_id, profile))
+
+    def get_assistant_profile(self, assistant_id: str) -> AssistantProfile:
+        return self._send(calls.get_assistant_profile(assistant_id))
+
+    # --- operations ---
+
+    def health(self) -> dict[str, Any]:
+        return self._send(calls.health())
+
+    def ready(self) -> bool:
+        try:
+            return self._send(calls.ready())
+        except ServiceUnavailable:  # 503 is /readyz's "not yet"
+            return False
+
+    def metrics(self) -> str:
+        return self._send(calls.metrics())
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,80 @@
+"""``POST /v1/messages``: one bus message, or a list, for the pairing stage.
+
+Kept beside ``http.py`` (which registers it) so the routes of turns and messages stay short.
+A single message is checked whole (422 naming the field); a list is checked item by item, like
+``POST /v1/turns``, so one bad item does not refuse the others.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from uuid import uuid4
+
+from fastapi import Body, FastAPI
+from pydantic import ValidationError
+
+from schemas.codec import describe
+from schemas.errors import InvalidEvent
+from schemas.message import MessageEvent
+from service.models import MessagesAccepted, error_responses
+from service.response import ResponseService
+
+MAX_ITEMS = 1000
+
+
+def message_of(item: Any) -> MessageEvent:
+    """One item as a message; ``message_id`` and ``timestamp`` default to a new id and now."""
+    if not isinstance(item, dict):
+        raise InvalidEvent(f"expected a JSON object, got {type(item).__name__}", field="body")
+    defaults = {"message_id": uuid4().hex, "timestamp": datetime.now(UTC)}
+    try:
+        return MessageEvent.model_validate(
+            defaults | {k: v for k, v in item.items() if v is not None}
+        )
+    except ValidationError as exc:
+        field, message = describe(exc)
+        raise InvalidEvent(message, field=field) from None
+
+
+def add_message_routes(app: FastAPI, service: ResponseService) -> None:
+    @app.post(
+        "/v1/messages",
+        status_code=202,
+        response_model=MessagesAccepted,
+        response_model_exclude_none=True,
+        responses=error_responses(400, 401, 413, 422, 503),
+        openapi_extra={"requestBody": _body()},
+    )
+    async def add_messages(body: Annotated[Any, Body()]) -> dict[str, Any]:
+        """Messages of a bus (customer and assistant, any channel): paired into turns."""
+        if isinstance(body, dict):
+            message = message_of(body)
+            await service.add_messages([message])
+            return {"accepted": 1, "results": [{"index": 0, "message_id": message.message_id}]}
+        if not isinstance(body, list):
+            raise InvalidEvent("expected a message object or a list of them", field="body")
+        if len(body) > MAX_ITEMS:
+            raise InvalidEvent(f"at most {MAX_ITEMS} messages per request", field="body")
+        results: list[dict[str, Any]] = []
+        accepted = []
+        for index, item in enumerate(body):
+            try:
+                message = message_of(item)
+            except InvalidEvent as exc:
+                results.append({"index": index, "error": str(exc)})
+                continue
+            accepted.append(message)
+            results.append({"index": index, "message_id": message.message_id})
+        await service.add_messages(accepted)
+        return {"accepted": len(accepted), "results": results}
+
+
+def _body() -> dict[str, Any]:
+    item = MessageEvent.model_json_schema()
+    item["title"] = "MessageIn"
+    item["required"] = [
+        name for name in item["required"] if name not in ("message_id", "timestamp")
+    ]
+    schema = {"oneOf": [item, {"type": "array", "maxItems": MAX_ITEMS, "items": item}]}
+    return {"required": True, "content": {"application/json": {"schema": schema}}}

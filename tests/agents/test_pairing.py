@@ -1,0 +1,181 @@
+"""The pairing stage: a bus's messages (several channels) become turns of one memory."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from adapters.journal import SqliteJournal
+from adapters.repository import PAIRING_DOC
+from memory.ids import message_turn_id
+from schemas.codec import dumps
+from schemas.message import MessageEvent
+from schemas.records import PairingTick
+from schemas.topics import DLQ, MESSAGES, TURNS, user_key
+from service.response import ResponseService
+from streams.reconciler import Reconciler
+from tests.support.fakes import FakeClock, Pipeline, make_deps
+
+T0 = 1_700_000_000
+
+
+def msg(
+    n: int, role: str, text: str, conversation: str, channel: str, at: int | None = None
+) -> MessageEvent:
+    return MessageEvent.model_validate(
+        {
+            "user_id": "ann",
+            "conversation_id": conversation,
+            "message_id": f"m{n}",
+            "role": role,
+            "text": text,
+            "timestamp": datetime.fromtimestamp(T0 + (at if at is not None else n * 10), UTC),
+            "channel": channel,
+            "meta": {"n": n},
+        }
+    )
+
+
+WHATSAPP = [
+    msg(1, "user", "My parcel 42 has not arrived.", "wa-1", "whatsapp"),
+    msg(2, "assistant", "Sorry! Parcel 42 ships today.", "wa-1", "whatsapp"),
+]
+EMAIL = [
+    msg(3, "user", "Hello, I moved to Bergen.", "mail-7", "email"),
+    msg(4, "user", "Please update my address.", "mail-7", "email"),
+    msg(5, "assistant", "Done: your address is now in Bergen.", "mail-7", "email"),
+]
+
+
+async def send(pipeline: Pipeline, messages: list[MessageEvent]) -> None:
+    for message in messages:
+        await pipeline.send(MESSAGES, user_key(message.user_id), dumps(message))
+
+
+async def test_two_channels_of_one_user_end_up_in_one_memory() -> None:
+    pipeline = Pipeline(await make_deps(stm_capacity=7))
+    interleaved = [EMAIL[0], WHATSAPP[0], EMAIL[1], WHATSAPP[1], EMAIL[2]]
+    await send(pipeline, interleaved)
+    await pipeline.drain()
+    pages = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
+    assert [(p.channel, p.query, p.response) for p in pages] == [
+        ("whatsapp", "My parcel 42 has not arrived.", "Sorry! Parcel 42 ships today."),
+        ("email", "Hello, I moved to Bergen.\nPlease update my address.", EMAIL[2].text),
+    ]
+    assert [p.turn_id for p in pages] == [
+        message_turn_id("ann", "m2"),
+        message_turn_id("ann", "m5"),
+    ]
+    assert pages[1].meta == {"n": 5, "conversation_id": "mail-7", "message_ids": ["m3", "m4", "m5"]}
+    assert not pipeline.dead_letters()
+
+
+async def test_replaying_the_messages_changes_nothing() -> None:
+    pipeline = Pipeline(await make_deps(stm_capacity=7))
+    await send(pipeline, [*WHATSAPP, *EMAIL])
+    await pipeline.drain()
+    pipeline.offsets[MESSAGES] = 0
+    pipeline.tables["pairing"].clear()  # the stage rebuilds its state from the store
+    await pipeline.drain()
+    pages = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
+    assert len(pages) == 2
+    assert len(pipeline.topics[TURNS]) == 2  # replayed messages made no new turn
+
+
+async def test_an_unanswered_message_becomes_a_turn_with_an_empty_response_after_the_wait() -> None:
+    deps = await make_deps(stm_capacity=7, pairing_wait_s=60)
+    clock = deps.clock
+    assert isinstance(clock, FakeClock)
+    pipeline = Pipeline(deps)
+    await send(pipeline, [WHATSAPP[0]])
+    await pipeline.drain()
+    tick = PairingTick(user_id="ann", at=clock.now() + 30)
+    await pipeline.send(MESSAGES, user_key("ann"), dumps(tick))
+    await pipeline.drain()
+    assert await deps.repo.stm_pages("ann") == []  # still waiting for the reply
+    clock.at += 61
+    await pipeline.send(MESSAGES, user_key("ann"), dumps(tick.model_copy(update={"at": clock.at})))
+    await pipeline.drain()
+    [page] = await deps.repo.stm_pages("ann", with_vectors=False)
+    assert (page.query, page.response) == (WHATSAPP[0].text, "")
+    assert page.turn_id == message_turn_id("ann", "m1")
+    # the late reply is a turn of its own, with an empty query
+    await send(pipeline, [WHATSAPP[1]])
+    await pipeline.drain()
+    pages = await deps.repo.stm_pages("ann", with_vectors=False)
+    assert [(p.query, p.response) for p in pages][-1] == ("", WHATSAPP[1].text)
+
+
+async def test_a_customer_message_long_after_the_last_one_starts_a_new_turn() -> None:
+    pipeline = Pipeline(await make_deps(stm_capacity=7, pairing_wait_s=60))
+    late = msg(7, "user", "Are you there?", "wa-1", "whatsapp", at=600)
+    reply = msg(8, "assistant", "Yes, here.", "wa-1", "whatsapp", at=610)
+    await send(pipeline, [WHATSAPP[0], late, reply])
+    await pipeline.drain()
+    pages = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
+    assert [(p.query, p.response) for p in pages] == [
+        (WHATSAPP[0].text, ""),
+        ("Are you there?", "Yes, here."),
+    ]
+
+
+async def test_bad_messages_are_dead_lettered_and_the_next_ones_go_on() -> None:
+    pipeline = Pipeline(await make_deps(stm_capacity=7))
+    bad = dumps(WHATSAPP[0]).replace(b'"user"', b'"customer"')
+    await pipeline.send(MESSAGES, user_key("ann"), bad)
+    await pipeline.send(MESSAGES, user_key("bob"), dumps(WHATSAPP[0]))  # not the user's key
+    await send(pipeline, WHATSAPP)
+    await pipeline.drain()
+    reasons = [(d.headers["error"], d.headers["stage"]) for d in pipeline.topics[DLQ]]
+    assert reasons == [(b"invalid", b"pairing"), (b"invalid", b"pairing")]
+    assert b"role" in pipeline.topics[DLQ][0].headers["reason"]
+    assert len(await pipeline.deps.repo.stm_pages("ann")) == 1
+
+
+async def test_a_delete_purges_waiting_messages_and_drops_those_sent_before_it(
+    tmp_path: Path,
+) -> None:
+    pipeline = Pipeline(await make_deps(stm_capacity=7))
+    service = ResponseService(pipeline.deps, pipeline)
+    await service.add_messages([EMAIL[0]])
+    await pipeline.drain()
+    assert await pipeline.deps.repo.load_doc("ann", PAIRING_DOC)
+    await service.add_messages([EMAIL[1]])  # in flight when the DELETE comes
+    await service.forget("ann")
+    await pipeline.drain()
+    assert await pipeline.deps.repo.load_doc("ann", PAIRING_DOC) is None
+    await service.add_messages([msg(9, "user", "I am new here.", "wa-2", "whatsapp")])
+    await service.add_messages([msg(10, "assistant", "Welcome!", "wa-2", "whatsapp")])
+    await service.add_messages([EMAIL[2]])  # its customer messages were forgotten
+    await pipeline.drain()
+    pages = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
+    assert [(p.query, p.response) for p in pages] == [
+        ("I am new here.", "Welcome!"),
+        ("", EMAIL[2].text),
+    ]
+
+
+async def test_a_crash_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    pipeline = Pipeline(await make_deps(stm_capacity=7), journal=journal)
+    service = ResponseService(pipeline.deps, pipeline, journal)
+    reconciler = Reconciler(pipeline.deps.repo, journal, pipeline.send, pipeline.deps.clock)
+    await service.add_messages([EMAIL[0]])
+    await pipeline.drain()  # the customer message waits in the store
+    await service.add_messages([EMAIL[1], EMAIL[2]])
+    await pipeline.step(MESSAGES)  # paired: the turn is on the topic, not yet placed
+    pipeline.crash()  # the embedded broker and the tables forget everything
+    await reconciler.start()
+    await pipeline.drain()
+    [page] = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
+    assert page.query == "Hello, I moved to Bergen.\nPlease update my address."
+    await service.add_messages([msg(6, "user", "Thanks", "mail-7", "email")])
+    pipeline.crash()  # acknowledged, never consumed
+    await reconciler.start()
+    await pipeline.drain()
+    doc = await pipeline.deps.repo.load_doc("ann", PAIRING_DOC)
+    assert doc is not None
+    assert [m["message_id"] for m in doc["pending"]["mail-7"]] == ["m6"]
+    await reconciler.run_pass()
+    assert await journal.pending_messages() == []
+    assert await journal.pending() == []
