@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test check lint format typecheck imports run bench eval clean
+.PHONY: install test check lint format typecheck imports run bench eval profile clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ typecheck:
 
 imports:
 	$(BIN)/lint-imports
+
+profile: $(STAMP)
+	$(BIN)/python -m evaluation.profile
 
 run: $(STAMP)
 	$(BIN)/memoryos up --demo
