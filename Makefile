@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test check lint format typecheck imports run bench eval profile clean
+.PHONY: install prometheus test check lint format typecheck imports run bench eval profile clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,12 +17,19 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) prometheus
 
-test: $(STAMP)
+# The alert rule tests and the live dashboard test need a real Prometheus and promtool:
+# Debian's package, installed here so that `make test` sets up a fresh machine by itself.
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
+	  apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+
+test: $(STAMP) prometheus
 	$(BIN)/pytest -q
 
-check: $(STAMP) lint typecheck imports
+check: $(STAMP) prometheus lint typecheck imports
 	$(BIN)/pytest -q -m "not integration"
 
 lint:

@@ -1,6 +1,6 @@
 """Prometheus' own binaries for the deploy tests: `promtool` and a throw-away `prometheus`.
 
-Both come from Debian's `prometheus` package (.ci/run installs it). A machine without them
+Both come from Debian's `prometheus` package (`make test` installs it). A machine without them
 fails the tests that need them, naming the package: a skip would hide that the alert rules
 and the dashboard went untested.
 """
@@ -28,7 +28,7 @@ def binary(name: str) -> str:
     if path is None:
         pytest.fail(
             f"{name} is not on PATH: install Debian's {PACKAGE!r} package "
-            f"(apt-get install -y {PACKAGE}); .ci/run does this before `make test`",
+            f"(apt-get install -y {PACKAGE}); `make test` does this itself",
             pytrace=False,
         )
     return path
