@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from adapters.keyring import Keyring
 from adapters.metrics import Metrics
 from adapters.ports import LLM, Clock, Embedder, VectorStore
 from adapters.repository import MemoryRepository
@@ -23,3 +24,7 @@ class Deps:
     repo: MemoryRepository
     clock: Clock
     metrics: Metrics
+    keyring: Keyring = field(init=False)  # the users' data keys: crypto-shredding
+
+    def __post_init__(self) -> None:
+        self.keyring = Keyring(self.repo)

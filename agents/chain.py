@@ -8,6 +8,7 @@ from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 from adapters.deps import Deps, Send
+from adapters.keyring import generation
 from adapters.llm.extractive import Line, dialogue_lines, summarize, tokens
 from agents.forget import check_marker
 from agents.runtime import BatchRunner, Consumed
@@ -20,7 +21,6 @@ from schemas.turn import TurnEvent
 
 log = logging.getLogger(__name__)
 TurnInput = TurnEvent | ForgetUser
-FORGOTTEN_TAIL = {"forgotten": True}  # a chain tail meaning "this user starts afresh"
 
 
 class ChainAgent:
@@ -72,7 +72,7 @@ class ChainAgent:
         await self.link(page)
 
     async def link(self, page: Page) -> None:
-        tail = await self._tail(page.user_id)
+        gen, tail = await self._tail(page.user_id)
         if tail is not None and tail.page_id == page.page_id:
             return  # the same turn again: already linked
         stored = await self.deps.repo.page_tiers([page.page_id])
@@ -84,8 +84,15 @@ class ChainAgent:
         linked = link_page(tail, page, verdict).model_copy(
             update={"seq": (tail.seq + 1) if tail else 1}
         )
-        await self.send_page(key=user_key(page.user_id), value=dumps(PageEvent(page=linked)))
-        self.tails[page.user_id] = linked.model_dump(mode="json")
+        keyring = self.deps.keyring
+        event = await keyring.seal(page.user_id, gen, dumps(PageEvent(page=linked)))
+        if event is None:
+            # A turn from before a DELETE whose key is gone: the user is forgotten.
+            self.deps.metrics.events.labels(stage=self.stage, outcome="forgotten").inc()
+            return
+        await self.send_page(key=user_key(page.user_id), value=event)
+        sealed_tail = await keyring.seal_value(page.user_id, gen, linked.model_dump(mode="json"))
+        self.tails[page.user_id] = {"gen": gen, "tail": sealed_tail}
 
     def _settled_without_llm(self, tail: Page | None, page: Page) -> ContinuityVerdict | None:
         """With ``MEMORYOS_CONTINUITY_LLM=unclear``: decide clear cases from the signals, and
@@ -117,8 +124,10 @@ class ChainAgent:
         if not await check_marker(self.deps.repo, marker):
             return
         # Not a pop: with the entry gone, the next turn would read its tail from the store,
-        # where the STM stage (behind us) may still hold the user's pre-DELETE pages.
-        self.tails[marker.user_id] = FORGOTTEN_TAIL
+        # where the STM stage (behind us) may still hold the user's pre-DELETE pages. The
+        # entry also says which key generation the user's later turns are sealed with.
+        self.deps.keyring.forget(marker.user_id)
+        self.tails[marker.user_id] = {"gen": generation(marker.at), "tail": None}
         await self.send_page(key=user_key(marker.user_id), value=dumps(marker))
 
     async def _being_forgotten(self, user_id: str) -> bool:
@@ -127,14 +136,19 @@ class ChainAgent:
         tombstone = await self.deps.repo.tombstone(user_id)
         return tombstone is not None and tombstone[1]
 
-    async def _tail(self, user_id: str) -> Page | None:
+    async def _tail(self, user_id: str) -> tuple[int, Page | None]:
+        """The user's key generation here, and the last page of their chain.
+
+        The table entry (sealed: its changelog is on the broker) is a cache; without it the
+        tail comes from the store and the generation from the user's tombstone."""
         cached = self.tails.get(user_id)
-        if cached == FORGOTTEN_TAIL:
-            return None
-        if cached is not None:
-            return Page.model_validate(cached)
+        if isinstance(cached, dict) and "gen" in cached:  # not an entry of an older release
+            gen = int(cached["gen"])
+            opened = await self.deps.keyring.open_value(cached["tail"])
+            # Unreadable: its key is destroyed by a DELETE whose marker is still to come.
+            return gen, Page.model_validate(opened[1]) if opened is not None else None
         window = await self.deps.repo.stm_pages(user_id)
-        return window[-1] if window else None
+        return await self.deps.keyring.current(user_id), window[-1] if window else None
 
 
 def _text(turn: TurnEvent) -> str:

@@ -165,6 +165,7 @@ class MidTermAgent(RecordStage):
         if not await check_marker(self.deps.repo, marker):
             return
         self.states.pop(marker.user_id, None)
+        self.deps.keyring.forget(marker.user_id)
         await self.deps.repo.purge_mid_term(marker.user_id)
         await self.send_persona(key=user_key(marker.user_id), value=dumps(marker))
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from adapters.deps import Deps, Send
 from adapters.journal import Journal, NoJournal
+from adapters.keyring import generation
 from adapters.repository import PAIRING_DOC
 from agents.forget import check_marker
 from agents.runtime import BatchRunner, Consumed
@@ -67,7 +68,7 @@ class PairingAgent:
         if isinstance(event, ForgetUser):
             await self.forget(event)
             return
-        state = await self.state(event.user_id)
+        gen, state = await self.state(event.user_id)
         wait_s = self.deps.settings.pairing_wait_s
         now = self.deps.clock.now()
         if isinstance(event, PairingTick):
@@ -83,7 +84,7 @@ class PairingAgent:
             await self.send_turn(key=user_key(turn.user_id), value=dumps(turn))
         data = state.to_dict()
         await self.deps.repo.save_doc(event.user_id, PAIRING_DOC, data, waiting=state.waiting > 0)
-        self.states[event.user_id] = data
+        await self._cache(event.user_id, gen, data)
         if isinstance(event, MessageEvent):
             await self.journal.settle_messages(event.user_id, [event.message_id])
 
@@ -96,11 +97,26 @@ class PairingAgent:
         if not await check_marker(self.deps.repo, marker):
             return
         await self.deps.repo.delete_doc(marker.user_id, PAIRING_DOC)
+        self.deps.keyring.forget(marker.user_id)
         # Kept in the table only: the store holds nothing of a deleted user.
-        self.states[marker.user_id] = PairingState(forgotten_through=marker.at).to_dict()
+        fresh = PairingState(forgotten_through=marker.at).to_dict()
+        await self._cache(marker.user_id, generation(marker.at), fresh)
 
-    async def state(self, user_id: str) -> PairingState:
+    async def state(self, user_id: str) -> tuple[int, PairingState]:
+        """The user's key generation here and their waiting messages.
+
+        The table entry (sealed: its changelog is on the broker) is a cache of the store's
+        document; without it, the generation comes from the user's tombstone."""
         cached = self.states.get(user_id)
-        if cached is None:
-            cached = await self.deps.repo.load_doc(user_id, PAIRING_DOC)
-        return PairingState.from_dict(cached)
+        opened = await self.deps.keyring.open_value(cached) if cached is not None else None
+        if opened is not None:
+            return opened[0], PairingState.from_dict(opened[1])
+        doc = await self.deps.repo.load_doc(user_id, PAIRING_DOC)
+        return await self.deps.keyring.current(user_id), PairingState.from_dict(doc)
+
+    async def _cache(self, user_id: str, gen: int, data: dict[str, Any]) -> None:
+        value = await self.deps.keyring.seal_value(user_id, gen, data)
+        if value is None:  # its key is destroyed: a DELETE's marker is on its way
+            self.states.pop(user_id, None)
+        else:
+            self.states[user_id] = value

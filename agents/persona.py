@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from adapters import history
 from adapters.deps import Deps, Send
+from adapters.keyring import generation
 from adapters.llm.prompts import dialogue_text
 from agents.forget import check_marker
 from agents.runtime import BatchRunner, RecordStage
@@ -97,6 +98,7 @@ class PersonaAgent(RecordStage):
             return
         await self.deps.repo.purge_persona(marker.user_id)
         await history.purge(self.deps.repo, marker.user_id)  # dead letters noted in flight
+        await self.deps.keyring.destroy_before(marker.user_id, generation(marker.at))
         await self.deps.repo.mark_forgotten(marker.user_id, marker.at)
 
     async def _store_facts(

@@ -25,6 +25,7 @@ import orjson
 from faust.streams import _current_event
 
 from adapters import tracing
+from adapters.keyring import Keyring, Opened, is_sealed
 from adapters.metrics import Metrics
 from agents.policy import ErrorPolicy, Verdict
 from schemas.errors import InvalidEvent
@@ -69,6 +70,7 @@ class Consumed(Generic[Record]):
     record: Record
     source: Source
     prepared: Any = None  # what a stage computed for this record in its batch step
+    gen: int | None = None  # the key generation it was sealed with (adapters/keyring.py)
 
 
 class DeadLetterSink:
@@ -85,16 +87,19 @@ class DeadLetterSink:
         send: Callable[..., Awaitable[Any]],
         metrics: Metrics,
         notes: Callable[[str, Source, str, str, int], Awaitable[None]] | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         self.stage = stage
         self._send = send
         self._metrics = metrics
         self._notes = notes  # the user's history (agents/history.py): told after the write
+        self._keyring = keyring
 
     async def send(self, source: Source, kind: str, reason: str, attempts: int) -> None:
         value = source.raw
         if len(value) > MAX_DEAD_LETTER_BYTES:
             kind, value = "too_large", _reference(source)
+        value = await self._sealed(source.key, value)
         headers = {
             "reason": reason[:2000].encode(),
             "error": kind.encode(),
@@ -125,6 +130,20 @@ class DeadLetterSink:
             kind,
             reason[:300],
         )
+
+    async def _sealed(self, key: bytes | None, value: bytes) -> bytes:
+        """A dead letter from a public topic (plain text) sealed with its user's key, so a
+        DELETE makes it unreadable too; one from our own topics is sealed already."""
+        if self._keyring is None or is_sealed(value) or not key:
+            return value
+        try:
+            user_id = key.decode()
+        except UnicodeDecodeError:
+            return value  # no user to forget: kept as it is
+        # The latest generation, not the stage's: a turn dead-lettered between a DELETE and
+        # its marker is sealed with the new key (README, Security: what DELETE guarantees).
+        gen = await self._keyring.latest(user_id)
+        return await self._keyring.seal(user_id, gen, value) or value
 
 
 def _reference(source: Source) -> bytes:
@@ -160,6 +179,7 @@ class BatchRunner(Generic[Record]):
         dead_letters: DeadLetterSink,
         metrics: Metrics,
         policy: ErrorPolicy,
+        keyring: Keyring | None = None,
     ) -> None:
         self.stage = stage
         self.decode = decode
@@ -167,6 +187,7 @@ class BatchRunner(Generic[Record]):
         self.dead_letters = dead_letters
         self.metrics = metrics
         self.policy = policy
+        self.keyring = keyring
 
     async def decode_batch(self, events: Sequence[Any]) -> list[Consumed[Record]]:
         """Decode a batch; malformed or oversized records go straight to the dead letters."""
@@ -180,17 +201,34 @@ class BatchRunner(Generic[Record]):
                         f"record is {len(source.raw)} bytes; at most {MAX_RECORD_BYTES}",
                         field="body",
                     )
-                record = self.decode(source.raw)
+                raw, gen, sealed_for = source.raw, None, None
+                if is_sealed(raw):
+                    opened = await self._open(raw)
+                    if opened is None:
+                        # Its key is destroyed: a DELETE forgot the user, and its marker
+                        # purges whatever this record would have become.
+                        self.metrics.events.labels(stage=self.stage, outcome="forgotten").inc()
+                        continue
+                    raw, gen = opened.plain, opened.gen
+                    sealed_for = opened.user_id
+                record = self.decode(raw)
                 if source.key != user_key(self.user_of(record)):
                     # Another key puts the user's events on another partition: no order.
                     raise InvalidEvent(f"record key {source.key!r} is not the user id", field="key")
-                decoded.append(Consumed(record, source))
+                if sealed_for is not None and sealed_for != self.user_of(record):
+                    raise InvalidEvent("record is sealed for another user", field="body")
+                decoded.append(Consumed(record, source, gen=gen))
             except Exception as exc:
                 # Decoding is pure: whatever it raises, retrying the same bytes cannot help.
                 kind = "too_large" if len(source.raw) > MAX_RECORD_BYTES else "invalid"
                 self.metrics.events.labels(stage=self.stage, outcome="invalid").inc()
                 await self.dead_letters.send(source, kind, _describe(exc), 1)
         return decoded
+
+    async def _open(self, raw: bytes) -> Opened | None:
+        if self.keyring is None:
+            raise InvalidEvent("a sealed record, and this stage has no keyring", field="body")
+        return await self.keyring.open(raw)
 
     async def run(
         self,

@@ -8,7 +8,7 @@ from typing import Any
 from adapters.deps import Deps, Send
 from adapters.repository import LEAVING, STM
 from agents.forget import check_marker
-from agents.runtime import BatchRunner, RecordStage
+from agents.runtime import BatchRunner, Consumed, RecordStage
 from memory.stm import push_page
 from schemas.codec import dumps
 from schemas.records import EvictedPage, ForgetUser, Page, PageEvent, PageInput
@@ -30,15 +30,24 @@ class ShortTermAgent(RecordStage):
         self.send_mid_term = send_mid_term
         self.runner = runner
 
-    async def apply(self, event: PageEvent | ForgetUser) -> None:
+    async def handle(self, item: Consumed[PageInput]) -> None:
+        await self.apply(item.record.root, item.gen)
+
+    async def apply(self, event: PageEvent | ForgetUser, gen: int | None = None) -> None:
         if isinstance(event, ForgetUser):
             await self.forget(event)
         else:
-            await self.push(event.page)
+            await self.push(event.page, gen)
 
-    async def push(self, page: Page) -> None:
+    async def push(self, page: Page, gen: int | None = None) -> None:
+        """``gen``: the key generation the page came sealed with; what it becomes here is
+        sealed with the same (an unsealed page, from a test or a raw producer, is given the
+        user's current one)."""
         user_id = page.user_id
-        window = await self.window(user_id)
+        keyring = self.deps.keyring
+        if gen is None:
+            gen = await keyring.current(user_id)
+        window = await self.window(user_id, gen)
         if window and page.seq <= window[-1].seq:
             return  # a replay of a page the window has already moved past
         new_window, evicted = push_page(window, page, self.deps.settings.stm_capacity)
@@ -51,8 +60,16 @@ class ShortTermAgent(RecordStage):
         await self.deps.repo.save_pages(evicted, LEAVING)
         await self.deps.repo.save_pages(changed, STM)
         for old in evicted:
-            await self.send_mid_term(key=user_key(user_id), value=dumps(EvictedPage(page=old)))
-        self.windows[user_id] = [p.model_dump(mode="json") for p in new_window]
+            sealed = await keyring.seal(user_id, gen, dumps(EvictedPage(page=old)))
+            if sealed is not None:  # None: its key is destroyed, the user forgotten
+                await self.send_mid_term(key=user_key(user_id), value=sealed)
+        value = await keyring.seal_value(
+            user_id, gen, [p.model_dump(mode="json") for p in new_window]
+        )
+        if value is None:
+            self.windows.pop(user_id, None)
+        else:
+            self.windows[user_id] = value
         transitions = self.deps.metrics.transitions
         transitions.labels(transition="stm_in").inc()
         transitions.labels(transition="stm_to_mtm").inc(len(evicted))
@@ -61,11 +78,16 @@ class ShortTermAgent(RecordStage):
         if not await check_marker(self.deps.repo, marker):
             return
         self.windows.pop(marker.user_id, None)
+        self.deps.keyring.forget(marker.user_id)
         await self.deps.repo.purge_short_term(marker.user_id)
         await self.send_mid_term(key=user_key(marker.user_id), value=dumps(marker))
 
-    async def window(self, user_id: str) -> list[Page]:
+    async def window(self, user_id: str, gen: int) -> list[Page]:
+        """The table entry is a cache (sealed: its changelog is on the broker); the store
+        holds the window too, and answers when the entry is missing, of another key
+        generation, or unreadable."""
         cached = self.windows.get(user_id)
-        if cached is not None:
-            return [Page.model_validate(p) for p in cached]
+        opened = await self.deps.keyring.open_value(cached) if cached is not None else None
+        if opened is not None and opened[0] == gen:
+            return [Page.model_validate(p) for p in opened[1]]
         return await self.deps.repo.stm_pages(user_id)

@@ -102,8 +102,8 @@ def create_app(
     notes = DeadLetterNotes(deps.repo, deps.clock)  # each user's recent dead letters
 
     def runner(stage: str, decoder: Any, user_of: Any) -> BatchRunner[Any]:
-        sink = DeadLetterSink(stage, senders[DLQ], deps.metrics, notes)
-        return BatchRunner(stage, decoder, user_of, sink, deps.metrics, policy)
+        sink = DeadLetterSink(stage, senders[DLQ], deps.metrics, notes, deps.keyring)
+        return BatchRunner(stage, decoder, user_of, sink, deps.metrics, policy, deps.keyring)
 
     def table(name: str) -> Any:
         return app.Table(

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from adapters.journal import Journal
+from adapters.keyring import Keyring
 from adapters.ports import PERSONAS, Clock, SystemClock
 from adapters.repository import HEAT_DOC, PAIRING_DOC, MemoryRepository
 from schemas.codec import dumps
@@ -63,7 +64,12 @@ class Reconciler:
     embedded: bool = True
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     clock: Clock = field(default_factory=SystemClock)
+    keyring: Keyring | None = None  # the stages' (one cache per process); made if not given
     _seen: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.keyring is None:
+            self.keyring = Keyring(self.repo)
 
     async def start(self) -> Owed:
         """Everything owed, now: called once the stages run, before clients are served."""
@@ -130,8 +136,13 @@ class Reconciler:
         owed.ticks = await self._tick_waiting(forgetting)
         for page in await self.repo.leaving_pages():
             if page.user_id not in forgetting and due(f"page:{page.page_id}"):
-                await self.send(MTM, user_key(page.user_id), dumps(EvictedPage(page=page)))
-                owed.leaving += 1
+                keyring = self.keyring
+                assert keyring is not None  # made in __post_init__
+                gen = await keyring.current(page.user_id)
+                sealed = await keyring.seal(page.user_id, gen, dumps(EvictedPage(page=page)))
+                if sealed is not None:  # sealed like the STM stage's: text on the broker
+                    await self.send(MTM, user_key(page.user_id), sealed)
+                    owed.leaving += 1
         self._seen = seen
         return owed
 

@@ -182,6 +182,7 @@ class Stack:
             embedded=self.broker is not None,
             lock=self._forget_lock,  # one lock across log rolls, shared with DELETE
             clock=self.deps.clock,
+            keyring=self.deps.keyring,
         )
         await self.reconciler.start()
         self._reconcile_task = asyncio.create_task(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from adapters.keyring import describe_sealed, is_sealed
 from adapters.settings import Settings
 from schemas.topics import DLQ
 from streams.kafka_security import kafka_client_options
@@ -42,7 +43,9 @@ class DeadLetter:
             "offset": self.offset,
             "key": (self.key or b"").decode("utf-8", "replace"),
             **self.headers,
-            "value": self.value[:PREVIEW_CHARS].decode("utf-8", "replace"),
+            "value": describe_sealed(self.value)
+            if is_sealed(self.value)  # its text is for the user's key only
+            else self.value[:PREVIEW_CHARS].decode("utf-8", "replace"),
         }
 
 

@@ -13,7 +13,6 @@ from adapters.journal import SqliteJournal
 from adapters.ports import PAGES as PAGE_POINTS
 from adapters.ports import SEGMENTS
 from adapters.repository import LEAVING, MTM, STM
-from agents.chain import FORGOTTEN_TAIL
 from agents.forget import check_marker
 from agents.runtime import MAX_RECORD_BYTES
 from schemas.codec import dumps
@@ -93,7 +92,8 @@ async def test_a_failing_llm_is_retried_then_dead_lettered_and_later_turns_go_on
     [dead] = pipeline.dead_letters()
     assert dead.headers["error"] == b"exhausted"
     assert dead.headers["attempts"] == b"2"
-    assert orjson.loads(dead.value)["turn_id"] == "t000"
+    # sealed with the user's key (crypto-shredding): readable while the user is not deleted
+    assert orjson.loads(await opened(pipeline, dead.value))["turn_id"] == "t000"
     assert [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")] == ["t001"]
 
 
@@ -129,7 +129,8 @@ async def test_bad_records_are_dead_lettered_with_a_reason_and_valid_ones_go_on(
     [dead] = pipeline.dead_letters()
     assert dead.headers["error"] == reason
     if reason == b"too_large":
-        reference = orjson.loads(dead.value)  # the record itself is too big for the topic
+        # the record itself is too big for the topic: a reference, sealed like the record
+        reference = orjson.loads(await opened(pipeline, dead.value))
         assert (reference["topic"], reference["size"]) == (TURNS, len(value))
     assert len(await pipeline.deps.repo.stm_pages("ann")) == 2
 
@@ -168,7 +169,9 @@ async def test_delete_while_a_stage_waits_on_the_llm_forgets_for_good(
     )
     assert await pipeline.deps.repo.load_doc("ann", "heat") is None
     assert (await pipeline.deps.repo.load_persona("ann")).user_knowledge == []
-    assert pipeline.tables["chain"] == {"ann": FORGOTTEN_TAIL}  # nothing of the user's text
+    # "starts afresh": a key generation after the DELETE, nothing of the user's text
+    assert list(pipeline.tables["chain"]) == ["ann"]
+    assert pipeline.tables["chain"]["ann"]["tail"] is None
     assert not pipeline.tables["stm"]
     # A turn after the DELETE is remembered, and carries nothing of the deleted chain.
     llm.hook = None
@@ -274,3 +277,9 @@ async def test_clear_continuity_cases_skip_the_llm_and_still_link_the_chain() ->
     window = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
     assert [p.chain.chain_id for p in window][:1] * 2 == [p.chain.chain_id for p in window][1:3]
     assert window[2].chain.chain_id != window[3].chain.chain_id  # clearly a new topic
+
+
+async def opened(pipeline: Pipeline, sealed: bytes) -> bytes:
+    result = await pipeline.deps.keyring.open(sealed)
+    assert result is not None, "sealed with a destroyed key"
+    return result.plain

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import time
 from collections.abc import AsyncIterator
@@ -12,14 +13,14 @@ import httpx
 import orjson
 import pytest
 import pytest_asyncio
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents.chain import FORGOTTEN_TAIL
+from adapters.keyring import Keyring, is_sealed
 from memory.chain import ContinuityVerdict
 from schemas.errors import LLMError
 from schemas.records import Page
-from schemas.topics import DLQ, TURNS
+from schemas.topics import DLQ, MTM, PAGES, TURNS
 from service.response import ResponseService
 from streams.stack import Stack
 from tests.support.stacks import eventually, make_turns, running_stack, strip_volatile
@@ -107,7 +108,10 @@ async def test_bad_events_are_dead_lettered_and_the_rest_flows(
     failed = next(h for h in reasons if h["error"] == b"exhausted")
     assert b"LLMError" in failed["reason"]
     assert int(failed["attempts"]) == stack.settings.dlq_max_attempts
-    assert any(r.value == b"{not json" for r in records), "the original value is kept"
+    # the original value is kept, sealed with the user's key (crypto-shredding)
+    keyring = Keyring(stack.deps.repo)
+    opened = [await keyring.open(r.value) for r in records]
+    assert any(o is not None and o.plain == b"{not json" for o in opened)
 
 
 async def read_topic(bootstrap: str, topic: str, expected: int) -> list[Any]:
@@ -211,7 +215,7 @@ async def test_forgetting_a_user_leaves_nothing_and_in_flight_turns_do_not_retur
     assert memory["mid_term"] == []
     assert memory["persona"]["user_knowledge"] == []
     tables = stack.memory_app.app.tables
-    assert tables["chain-tails"].get("leaver") == FORGOTTEN_TAIL  # "starts afresh", no text
+    assert tables["chain-tails"]["leaver"]["tail"] is None  # "starts afresh", no text
     for name in ("stm-windows", "mtm-heat"):
         assert "leaver" not in tables[name], f"{name} still holds the user"
     # The user may come back: turns accepted after the delete are remembered afresh.
@@ -228,3 +232,73 @@ async def test_a_query_of_stop_words_only_still_retrieves(stack: Stack) -> None:
     memory = await service(stack).retrieve("quiet", "the and of?")
     assert memory.short_term, "STM is returned whatever the query"
     assert memory.mid_term, "dense search still ranks mid-term pages"
+
+
+async def read_everything(bootstrap: str) -> dict[str, list[Any]]:
+    """Every record of every topic on the broker, changelogs included."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        names = sorted(await consumer.topics())
+        partitions = [
+            TopicPartition(name, p)
+            for name in names
+            for p in consumer.partitions_for_topic(name) or ()
+        ]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = await consumer.end_offsets(partitions)
+        records: dict[str, list[Any]] = {name: [] for name in names}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            behind = [tp for tp, end in ends.items() if await consumer.position(tp) < end]
+            if not behind:
+                break
+            for tp, batch in (await consumer.getmany(timeout_ms=500)).items():
+                records[tp.topic].extend(batch)
+        return records
+    finally:
+        await consumer.stop()
+
+
+async def test_a_deleted_users_text_left_on_the_broker_is_unreadable(stack: Stack) -> None:
+    """Crypto-shredding (issue 11, finding 7): our topics and changelogs carry the user's text
+    sealed with their data key, and DELETE destroys the key. Only the public input topic,
+    ``memoryos.turns``, holds plain text: it is what clients write, kept one day."""
+    assert stack.deps is not None
+    secret = "Zanzibar marmalade 7731"
+    talk = [(f"My locker code is {secret}, day {i}.", f"Noted, day {i}.") for i in range(6)]
+    await service(stack).add_turns(make_turns("shredded", talk))
+    assert await stack.wait_idle(120)
+    bootstrap = stack.broker_url.removeprefix("kafka://")
+    before = await read_everything(bootstrap)
+    assert any(secret.encode() in r.value for r in before[TURNS])
+    for topic, records in before.items():
+        if topic != TURNS:
+            assert not any(secret.encode() in (r.value or b"") for r in records), topic
+    sealed: dict[str, list[bytes]] = {}  # topic -> the user's sealed records
+    for topic, records in before.items():
+        for r in records:
+            if r.key not in (b"shredded", b'"shredded"') or not r.value:
+                continue  # a changelog's key is JSON: the user id in quotes
+            if is_sealed(r.value):
+                sealed.setdefault(topic, []).append(r.value)
+                continue
+            value = orjson.loads(r.value)  # a table value: base64 text in JSON, or a chain tail
+            if isinstance(value, dict):
+                value = value.get("tail")
+            if isinstance(value, str):
+                sealed.setdefault(topic, []).append(base64.b64decode(value))
+    assert {PAGES, MTM, "memoryos-chain-tails-changelog", "memoryos-stm-windows-changelog"} <= (
+        set(sealed)
+    )
+    everything = [value for values in sealed.values() for value in values]
+    fresh = Keyring(stack.deps.repo)  # no cached key: what anyone with the store could read
+    readable = [await fresh.open(value) for value in everything]
+    assert all(o is not None for o in readable)
+    assert any(o is not None and secret.encode() in o.plain for o in readable)
+
+    await service(stack).forget("shredded")
+    assert await stack.wait_idle(120)
+    fresh = Keyring(stack.deps.repo)
+    assert [await fresh.open(value) for value in everything] == [None] * len(everything)

@@ -176,8 +176,9 @@ class Pipeline:
 
     def _runner(self, stage: str, decoder: Any, user_of: Any) -> BatchRunner[Any]:
         notes = DeadLetterNotes(self.deps.repo, self.deps.clock)
-        sink = DeadLetterSink(stage, self._send(DLQ), self.deps.metrics, notes)
-        return BatchRunner(stage, decoder, user_of, sink, self.deps.metrics, self.policy)
+        keyring = self.deps.keyring
+        sink = DeadLetterSink(stage, self._send(DLQ), self.deps.metrics, notes, keyring)
+        return BatchRunner(stage, decoder, user_of, sink, self.deps.metrics, self.policy, keyring)
 
     def _build(self) -> dict[str, Any]:
         deps = self.deps
