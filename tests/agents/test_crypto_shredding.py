@@ -14,7 +14,7 @@ from schemas.errors import InvalidEvent
 from schemas.topics import DLQ, MESSAGES, MTM, PAGES, PERSONA, TURNS
 from tests.agents.test_pairing import msg
 from tests.agents.test_pipeline_fakes import ingest, service_for
-from tests.support.fakes import Pipeline, make_deps
+from tests.support.fakes import FakeLLM, Pipeline, make_deps
 
 pytestmark = pytest.mark.asyncio
 
@@ -143,3 +143,33 @@ async def test_a_key_made_while_its_delete_ran_is_destroyed_when_the_marker_pass
     assert await pipeline.deps.repo.load_doc("ann", "data_key:0") is not None
     await pipeline.drain()
     assert await pipeline.deps.repo.load_doc("ann", "data_key:0") is None
+
+
+async def test_a_sealed_dead_letter_replays_until_its_user_is_deleted(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    """`memoryos dlq replay` sends a sealed letter back as it is: the stage opens it. After a
+    DELETE the same bytes open no more, so a replay cannot bring the user back."""
+    service = await service_for(pipeline, tmp_path)
+    llm = pipeline.deps.llm
+    assert isinstance(llm, FakeLLM)
+
+    async def down(task: str) -> None:
+        raise OSError("llm down")
+
+    llm.hook = down
+    await ingest(pipeline, "ann", 1)
+    await pipeline.drain()
+    [dead] = pipeline.dead_letters()
+    assert is_sealed(dead.value)
+    llm.hook = None
+    await pipeline.send(TURNS, b"ann", dead.value)
+    await pipeline.drain()
+    assert [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")] == ["t000"]
+
+    await service.forget("ann")
+    await pipeline.drain()
+    await pipeline.send(TURNS, b"ann", dead.value)
+    await pipeline.drain()
+    assert await pipeline.deps.repo.stm_pages("ann") == []
+    assert pipeline.deps.metrics.events.labels(stage="chain", outcome="forgotten")._value.get() == 1
