@@ -146,12 +146,16 @@ async def run_bench(
     result["durability"] = durability
     if runs:
         result["llm_cost"] = llm_cost(runs[-1])
-    for single in singles:
-        result["single_user"] = {
+    # the default (paper-faithful continuity), then MEMORYOS_CONTINUITY_LLM=unclear (issue 20)
+    for name, single in zip(
+        ("single_user", "single_user_continuity_unclear"), singles, strict=False
+    ):
+        result[name] = {
             "latency_ms": sizes.llm_latency_ms,
             "turns": single.turns,
             "turns_per_s": round(single.turns_per_s, 3),
             "calls_per_turn": round(single.calls_per_turn, 3),
+            "llm_cost": llm_cost(single),
         }
     result["elapsed_s"] = round(time.perf_counter() - started, 1)
     # other work on the machine skews every figure: say how busy it was
@@ -221,6 +225,17 @@ async def _llm_part(
         )
         runs_single.append(single)
         say(f"single user: {single.turns_per_s:.2f} turns/s")
+        unclear = await measure_concurrency(
+            settings.model_copy(update={"continuity_llm": "unclear"}),
+            server,
+            sizes.llm_concurrency[-1],
+            1,
+            sizes.single_user_turns,
+            sizes.seed,
+        )
+        runs_single.append(unclear)
+        say(f"single user, continuity_llm=unclear: {unclear.turns_per_s:.2f} turns/s, "
+            f"{unclear.calls_per_turn:.2f} calls/turn")  # fmt: skip
         say(f"sequential baseline: {sizes.sequential_turns} turns, calls in series")
         sequential = await sequential_baseline(
             settings, server, mix, sizes.sequential_turns, sizes.seed

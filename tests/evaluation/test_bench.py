@@ -60,7 +60,8 @@ SHAPE: dict[str, dict[str, Any]] = {
         "cost_ratio": float,
     },
     "llm_cost": {"calls_per_turn": float, "tokens_per_turn": dict, "by_task": dict},
-    "single_user": {"turns": int, "turns_per_s": float},
+    "single_user": {"turns": int, "turns_per_s": float, "llm_cost": dict},
+    "single_user_continuity_unclear": {"turns": int, "turns_per_s": float, "calls_per_turn": float},
 }
 
 
