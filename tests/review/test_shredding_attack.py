@@ -1,0 +1,399 @@
+"""An attacker's review of crypto-shredding (adapters/keyring.py and its use by the stages).
+
+Every test here fails on the commit it was written against (659d3ca; the feature is 68d1488):
+each shows a way the feature's claims (README, "Crypto-shredding: the text left on the
+broker") or an older guarantee of the pipeline do not hold. A test's docstring says what it
+shows and how, and says so when the root cause predates crypto-shredding.
+"pre-DELETE text readable" means: after the DELETE completed (its marker passed every stage,
+the tombstone is closed), a copy on one of our topics, tables or dead letters is in plain text
+or opens with a fresh ``Keyring`` over the store.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from adapters.keyring import KEY_DOC, Keyring, is_sealed
+from adapters.ports import PAGES as PAGE_POINTS
+from adapters.ports import PERSONAS
+from adapters.repository import PAIRING_DOC
+from schemas.codec import dumps
+from schemas.errors import InvalidEvent, StoreError
+from schemas.records import PairingTick
+from schemas.topics import DLQ, MESSAGES, PAGES, PERSONA, TURNS
+from schemas.topics import MTM as MTM_TOPIC
+from service.response import ResponseService
+from streams.reconciler import Reconciler
+from tests.agents.test_pairing import msg, send
+from tests.agents.test_pipeline_fakes import service_for, turn
+from tests.support.fakes import FakeLLM, Pipeline, Sent, make_deps
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+async def pipeline() -> Pipeline:
+    return Pipeline(await make_deps())
+
+
+async def readable(pipeline: Pipeline, needle: bytes) -> list[bytes]:
+    """Every copy of ``needle`` on our topics, dead letters and tables that can be read now:
+    in plain text, or opened with a fresh keyring (a new process, keys from the store)."""
+    values = [s.value for topic in (PAGES, MTM_TOPIC, PERSONA, DLQ) for s in pipeline.topics[topic]]
+    for table in pipeline.tables.values():
+        for value in table.values():
+            inner = value.get("tail") if isinstance(value, dict) and "gen" in value else value
+            if isinstance(inner, str):
+                try:
+                    values.append(base64.b64decode(inner, validate=True))
+                    continue
+                except (ValueError, binascii.Error):
+                    pass
+            values.append(orjson.dumps(inner))
+    fresh = Keyring(pipeline.deps.repo)
+    found = []
+    for value in values:
+        if not is_sealed(value):
+            found += [value] if needle in value else []
+            continue
+        try:
+            opened = await fresh.open(value)
+        except InvalidEvent:
+            continue
+        if opened is not None and needle in opened.plain:
+            found.append(opened.plain)
+    return found
+
+
+async def delete_done(pipeline: Pipeline, user: str) -> bool:
+    tombstone = await pipeline.deps.repo.tombstone(user)
+    return tombstone is not None and not tombstone[1]
+
+
+async def stored_turn_ids(pipeline: Pipeline, user: str) -> list[str]:
+    points = await pipeline.deps.store.scroll(PAGE_POINTS, user)
+    return sorted(str(p.payload["turn_id"]) for p in points)
+
+
+async def down(task: str) -> None:
+    raise OSError("llm down")
+
+
+# ---------------------------------------------------------------------------------------------
+# (3) Crafted records on the public topics
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_record_key_over_65535_bytes_makes_the_stage_raise_and_skip_other_users(
+    pipeline: Pipeline,
+) -> None:
+    """A junk record on memoryos.turns whose Kafka key is 70,000 bytes: the dead-letter sink
+    seals it under that "user" (runtime.DeadLetterSink._sealed), and ``Keyring.seal`` packs the
+    id's length as an unsigned short: ``struct.error`` escapes ``decode_batch``, so
+    ``process`` raises (README: "no stage raises, every valid turn's page is stored") and the
+    valid turn of bob in the same batch is never linked. Before sealing, the keyring has also
+    stored a data-key document for the 70,000-character "user"."""
+    await pipeline.send(TURNS, b"x" * 70_000, b"{}")
+    await pipeline.send(TURNS, b"bob", dumps(turn("bob", 1)))
+    raised: Exception | None = None
+    try:
+        await pipeline.drain()
+    except Exception as exc:  # what Faust's agent would see
+        raised = exc
+    bob = [p.turn_id for p in await pipeline.deps.repo.stm_pages("bob")]
+    assert (repr(raised), bob, len(pipeline.dead_letters())) == ("None", ["t001"], 1)
+
+
+async def test_junk_record_keys_each_leave_a_data_key_document_in_the_store(
+    pipeline: Pipeline,
+) -> None:
+    """Each invalid record on memoryos.turns whose key is no user id (here: with a space, which
+    the id rules refuse) is dead-lettered sealed under a key made for that "user": one data-key
+    document per distinct junk key, kept for good (no DELETE can name such an id). Before
+    crypto-shredding a non-id key left nothing in the store (adapters/history.py skips it)."""
+    for n in range(5):
+        await pipeline.send(TURNS, f"not a user {n}".encode(), b"{}")
+    await pipeline.drain()
+    assert len(pipeline.dead_letters()) == 5
+    keys = await pipeline.deps.store.scroll(PERSONAS, None, {KEY_DOC: True})
+    assert sorted(str(p.payload["user_id"]) for p in keys) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# (4) Decoding now reads the store: a transient failure is treated as bad input
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_transient_store_error_while_opening_a_sealed_page_loses_the_turn_for_good(
+    pipeline: Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker restarted (empty key cache) reads a sealed page while the store has a hiccup.
+    Opening it is part of ``decode_batch``, which treats every exception as bad input ("decoding
+    is pure"): the page is dead-lettered at once as ``invalid`` instead of being retried as the
+    error policy does for store errors. The next turn's page is stored, so the reconciler then
+    settles the lost turn as processed (a turn below the user's newest page): t000 is gone."""
+    service = await service_for(pipeline, tmp_path)
+    await service.add_turns([turn("ann", 0), turn("ann", 1)])
+    await pipeline.drain(until=TURNS)
+    pipeline.deps.keyring.forget("ann")  # the STM stage's process restarted
+    repo = pipeline.deps.repo
+    load_doc, failed = repo.load_doc, list[str]()
+
+    async def flaky(user_id: str, kind: str) -> dict[str, Any] | None:
+        if kind.startswith(KEY_DOC) and not failed:
+            failed.append(kind)
+            raise StoreError("qdrant: retrieve from personas failed: timed out")
+        return await load_doc(user_id, kind)
+
+    monkeypatch.setattr(repo, "load_doc", flaky)
+    await pipeline.drain()
+    reconciler = Reconciler(repo, service.journal, pipeline.send, keyring=pipeline.deps.keyring)
+    await reconciler.start()
+    await pipeline.drain()
+    errors = [d.headers["error"] for d in pipeline.dead_letters()]
+    assert (await stored_turn_ids(pipeline, "ann"), errors) == (["t000", "t001"], [])
+
+
+# ---------------------------------------------------------------------------------------------
+# (1) Dead letters: pre-DELETE text that outlives the DELETE
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_turn_dead_lettered_while_its_delete_is_open_replays_into_memory_after_it(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    """A pre-DELETE turn whose processing fails (LLM down) after the DELETE was accepted but
+    before its marker reached the chain stage is dead-lettered sealed with the *new*
+    generation's key (``DeadLetterSink`` uses ``Keyring.latest``). README lists that it stays
+    readable; not that ``memoryos dlq replay`` (the same bytes back to memoryos.turns) then
+    puts the deleted turn into the user's memory after the DELETE completed."""
+    service = await service_for(pipeline, tmp_path)
+    llm = pipeline.deps.llm
+    assert isinstance(llm, FakeLLM)
+    await service.add_turns([turn("ann", 0, "my secret diagnosis is lupus")])
+    await service.forget("ann")
+    llm.hook = down
+    await pipeline.step(TURNS)  # the turn fails and is dead-lettered; then the marker
+    llm.hook = None
+    await pipeline.drain()
+    assert await delete_done(pipeline, "ann")
+    [dead] = pipeline.dead_letters()
+    left = await readable(pipeline, b"lupus")
+    await pipeline.send(TURNS, dead.key or b"", dead.value)  # memoryos dlq replay
+    await pipeline.drain()
+    remembered = [p.query for p in await pipeline.deps.repo.stm_pages("ann")]
+    assert (remembered, left) == ([], [])
+
+
+async def test_a_delete_landing_between_latest_and_seal_writes_the_dead_letter_in_plain(
+    pipeline: Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``DeadLetterSink._sealed`` reads the user's generation, then seals; if a DELETE lands in
+    between (the service and the worker are separate processes), no key may be made for the
+    generation read any more, ``seal`` returns None, and ``... or value`` writes the user's
+    text to memoryos.dlq in plain: fail-open, readable for the DLQ's whole retention."""
+    service = await service_for(pipeline, tmp_path)
+    llm = pipeline.deps.llm
+    assert isinstance(llm, FakeLLM)
+    await service.add_turns([turn("ann", 0, "my secret diagnosis is lupus")])
+    keyring = pipeline.deps.keyring
+    latest = keyring.latest
+
+    async def latest_then_delete(user_id: str) -> int:
+        gen = await latest(user_id)
+        if await pipeline.deps.repo.tombstone(user_id) is None:
+            await service.forget(user_id)  # DELETE /v1/users/ann, from the service process
+        return gen
+
+    monkeypatch.setattr(keyring, "latest", latest_then_delete)
+    llm.hook = down
+    await pipeline.step(TURNS)
+    llm.hook = None
+    await pipeline.drain()
+    assert await delete_done(pipeline, "ann")
+    assert await readable(pipeline, b"lupus") == []
+
+
+async def test_a_users_turn_without_the_user_as_record_key_is_dead_lettered_outside_her_keys(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    """A producer that sends ann's turns with no key, or keyed by something else (a
+    conversation id), gets them dead-lettered (right: no order). The dead letter is sealed
+    under the *record key's* "user", or not at all without a key, so ann's DELETE does not
+    make these copies of her text unreadable (README: every dead letter is sealed with its
+    user's key)."""
+    service = await service_for(pipeline, tmp_path)
+    keyless = dumps(turn("ann", 0, "my secret diagnosis is lupus"))
+    pipeline.topics[TURNS].append(Sent(None, keyless))  # a producer that sets no key
+    await pipeline.send(TURNS, b"conversation-7", dumps(turn("ann", 1, "lupus again")))
+    await pipeline.drain()
+    assert len(pipeline.dead_letters()) == 2
+    await service.forget("ann")
+    await pipeline.drain()
+    assert await delete_done(pipeline, "ann")
+    assert await readable(pipeline, b"lupus") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# (1) The pairing stage: pre-DELETE messages that outlive the DELETE, sealed with the new key
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_tick_queued_before_the_marker_makes_pre_delete_messages_a_memory(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    """(Root cause predates crypto-shredding: the tick path has no open-DELETE check.)
+    A ``PairingTick`` (the reconciler's, or anyone's: memoryos.messages is public) queued
+    before a DELETE's marker: the tick path has no open-DELETE check, the pairing table value
+    still opens (the key of the old generation is cached in the worker until a stage of it
+    passes the marker) and the waiting pre-DELETE message becomes a turn, sent to
+    memoryos.turns *behind* the marker. The chain stage links it under the new generation:
+    after the DELETE completes it is in ann's memory and on memoryos.pages under a key that
+    survives the DELETE."""
+    service = await service_for(pipeline, tmp_path)
+    await send(pipeline, [msg(1, "user", "my secret diagnosis is lupus", "wa-1", "whatsapp")])
+    await pipeline.drain()
+    clock = pipeline.deps.clock
+    clock.at += 3_600  # type: ignore[attr-defined]  # FakeClock: the message is overdue
+    await pipeline.send(MESSAGES, b"ann", dumps(PairingTick(user_id="ann", at=clock.now())))
+    await service.forget("ann")
+    await pipeline.drain()
+    assert await delete_done(pipeline, "ann")
+    remembered = [p.query for p in await pipeline.deps.repo.stm_pages("ann")]
+    assert (remembered, await readable(pipeline, b"lupus")) == ([], [])
+
+
+async def test_a_pairing_marker_arriving_after_the_delete_completed_keeps_pre_delete_messages(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    """(Root cause predates crypto-shredding; the sealing under the new key is new.)
+    The marker goes down two independent paths: memoryos.turns (to the persona stage,
+    which completes the DELETE) and memoryos.messages (pairing only). If the pairing stage
+    lags, the DELETE completes first; the pre-DELETE message ahead of pairing's marker then
+    meets a closed tombstone, is taken as new (``Keyring.current`` gives the new generation),
+    stored in the pairing document and table sealed under the surviving key; the marker itself
+    is skipped ("its DELETE is complete"). A later tick makes it a memory."""
+    service = await service_for(pipeline, tmp_path)
+    await send(pipeline, [msg(1, "user", "my secret diagnosis is lupus", "wa-1", "whatsapp")])
+    await service.forget("ann")
+    for topic in (TURNS, PAGES, MTM_TOPIC, PERSONA):  # the turns path first
+        await pipeline.step(topic)
+    assert await delete_done(pipeline, "ann")
+    await pipeline.drain()  # now pairing: the message, then its marker
+    left = await readable(pipeline, b"lupus")
+    doc = await pipeline.deps.repo.load_doc("ann", PAIRING_DOC)
+    clock = pipeline.deps.clock
+    clock.at += 3_600  # type: ignore[attr-defined]
+    await pipeline.send(MESSAGES, b"ann", dumps(PairingTick(user_id="ann", at=clock.now())))
+    await pipeline.drain()
+    remembered = [p.query for p in await pipeline.deps.repo.stm_pages("ann")]
+    assert (left, doc, remembered) == ([], None, [])
+
+
+# ---------------------------------------------------------------------------------------------
+# (2)/(4) Table values written by the previous release (a rolling upgrade)
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_an_older_release_chain_tail_with_pages_in_flight_loses_the_next_turn(
+    pipeline: Pipeline,
+) -> None:
+    """Upgrade under load: the previous release's chain stage left a plain tail (a page dict)
+    and its pages still wait on memoryos.pages. The new ``ChainAgent._tail`` ignores an entry
+    without ``gen`` and reads the tail from the store, where the STM stage has not put those
+    pages yet: the next turn gets seq 1, and the STM stage drops it as "a replay of a page the
+    window has already moved past". No dead letter; the turn is lost (no journal with Kafka)."""
+    service = ResponseService(pipeline.deps, pipeline)  # Kafka: NoJournal
+    await service.add_turns([turn("ann", i) for i in range(3)])
+    await pipeline.step(TURNS)
+    keyring = pipeline.deps.keyring
+    # What the previous release wrote: the tail as a page dict, page events in plain JSON.
+    opened = await keyring.open_value(pipeline.tables["chain"]["ann"]["tail"])
+    assert opened is not None
+    pipeline.tables["chain"]["ann"] = opened[1]
+    for sent in pipeline.pending(PAGES):
+        plain = await keyring.open(sent.value)
+        assert plain is not None
+        sent.value = plain.plain
+    await service.add_turns([turn("ann", 3)])
+    await pipeline.drain()
+    assert await stored_turn_ids(pipeline, "ann") == ["t000", "t001", "t002", "t003"]
+
+
+async def test_an_older_release_forgotten_tail_drops_a_turn_sent_after_the_delete(
+    pipeline: Pipeline,
+) -> None:
+    """Upgrade while a DELETE is open: the previous release's chain stage passed the marker
+    and left ``{"forgotten": True}``. The new code ignores it, takes the generation from the
+    open tombstone (``Keyring.current``: one the DELETE ended), cannot seal the turn sent after
+    the DELETE, and drops it as "forgotten". With Kafka there is no journal to send it again."""
+    service = ResponseService(pipeline.deps, pipeline)  # Kafka: NoJournal
+    await service.add_turns([turn("ann", i) for i in range(3)])
+    await pipeline.drain()
+    await service.forget("ann")
+    await pipeline.step(TURNS)  # the marker passes the chain stage
+    pipeline.tables["chain"]["ann"] = {"forgotten": True}  # as the previous release wrote it
+    await service.add_turns([turn("ann", 100, "Remember my new address please")])
+    await pipeline.drain()
+    assert await delete_done(pipeline, "ann")
+    assert [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")] == ["t100"]
+
+
+async def test_an_older_release_pairing_placeholder_drops_messages_sent_after_the_delete(
+    pipeline: Pipeline,
+) -> None:
+    """Upgrade while a DELETE is open: the previous release's pairing stage passed the marker
+    and kept ``forgotten_through`` in its table only (plain). The new ``state`` cannot open a
+    plain value, falls back to the store (which has no pairing document after a DELETE), so
+    ``forgotten_through`` is lost and every message sent after the DELETE is dropped as "sent
+    before a delete" (and settled in the journal), until the marker reaches the last stage."""
+    service = ResponseService(pipeline.deps, pipeline)
+    await send(pipeline, [msg(1, "user", "old", "wa-1", "whatsapp")])
+    await pipeline.drain()
+    await service.forget("ann")
+    await pipeline.step(MESSAGES)  # the marker passes the pairing stage
+    tombstone = await pipeline.deps.repo.tombstone("ann")
+    assert tombstone is not None
+    placeholder = {"pending": {}, "recent": [], "forgotten_through": tombstone[0]}
+    pipeline.tables["pairing"]["ann"] = placeholder  # as the previous release wrote it
+    await service.add_messages(
+        [
+            msg(3, "user", "My new address is in Bergen.", "wa-2", "whatsapp"),
+            msg(4, "assistant", "Noted: Bergen.", "wa-2", "whatsapp"),
+        ]
+    )
+    await pipeline.drain()
+    assert await delete_done(pipeline, "ann")
+    queries = [p.query for p in await pipeline.deps.repo.stm_pages("ann")]
+    assert queries == ["My new address is in Bergen."]
+
+
+# ---------------------------------------------------------------------------------------------
+# (1) Redelivery of the public topic (not caused by this change; not closed by it either)
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_pre_delete_turns_redelivered_after_the_delete_completed_are_remembered(
+    pipeline: Pipeline,
+) -> None:
+    """A chain worker that crashed before committing re-reads memoryos.turns from an offset
+    before the DELETE once the DELETE has completed (the marker is skipped, as it should be).
+    The pre-DELETE turns are plain on that topic; the chain stage links them under the new
+    generation, so the deleted text is in the store again and on memoryos.pages under a key
+    that survives the DELETE. (The same happened before crypto-shredding, in plain.)"""
+    service = ResponseService(pipeline.deps, pipeline)  # Kafka: NoJournal
+    await service.add_turns([turn("ann", i, f"my secret diagnosis {i}") for i in range(2)])
+    await service.forget("ann")
+    await service.add_turns([turn("ann", 100, "A fresh start")])
+    await pipeline.drain()
+    assert await delete_done(pipeline, "ann")
+    pipeline.offsets[TURNS] = 0  # uncommitted offsets are delivered again
+    await pipeline.drain()
+    remembered = [p.query for p in await pipeline.deps.repo.stm_pages("ann")]
+    assert (remembered, await readable(pipeline, b"diagnosis")) == (["A fresh start"], [])
