@@ -39,6 +39,7 @@ _HEADER = struct.Struct(">qH")  # generation, length of the user id
 SAME_DELETE_MS = 1  # stores keep ~15 digits of a float: one DELETE's time within a millisecond
 BEFORE_OPEN_DELETE = 2  # a generation ended by the open DELETE (see ``Keyring.current``)
 CACHED_KEYS = 100_000
+MAX_USER_ID_BYTES = 2**16 - 1  # its length is an unsigned short
 
 
 def generation(at: float) -> int:
@@ -113,6 +114,8 @@ class Keyring:
         if cipher is None:
             return None
         uid = user_id.encode()
+        if len(uid) > MAX_USER_ID_BYTES:  # ids are validated long before; this is the format's
+            raise InvalidEvent(f"user id of {len(uid)} bytes cannot be sealed", field="user_id")
         header = MAGIC + _HEADER.pack(gen, len(uid)) + uid
         nonce = os.urandom(NONCE_BYTES)
         return header + nonce + cipher.encrypt(nonce, plain, header)

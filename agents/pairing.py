@@ -71,12 +71,15 @@ class PairingAgent:
         gen, state = await self.state(event.user_id)
         wait_s = self.deps.settings.pairing_wait_s
         now = self.deps.clock.now()
+        if await self._sent_before_a_delete(state, event.user_id):
+            # Ahead of the DELETE's marker: a message from before it is dropped, and a tick
+            # must not turn the waiting pre-DELETE messages into turns behind the marker.
+            if isinstance(event, MessageEvent):
+                self.deps.metrics.events.labels(stage=self.stage, outcome="forgotten").inc()
+                await self.journal.settle_messages(event.user_id, [event.message_id])
+            return
         if isinstance(event, PairingTick):
             turns = state.flush_due(min(event.at, now), wait_s)  # no tick from the future
-        elif await self._sent_before_a_delete(state, event.user_id):
-            self.deps.metrics.events.labels(stage=self.stage, outcome="forgotten").inc()
-            await self.journal.settle_messages(event.user_id, [event.message_id])
-            return
         else:
             turns = state.receive(event, now, wait_s)
         await self.journal.append(turns)

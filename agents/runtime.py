@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import weakref
 from collections import deque
@@ -30,6 +31,7 @@ from adapters.metrics import Metrics
 from agents.policy import ErrorPolicy, Verdict
 from schemas.errors import InvalidEvent
 from schemas.topics import user_key
+from schemas.turn import ID_PATTERN
 
 log = logging.getLogger(__name__)
 Record = TypeVar("Record")
@@ -38,6 +40,7 @@ MAX_RECORD_BYTES = 256 * 1024  # a valid turn is at most ~50 KB; anything far la
 MAX_DEAD_LETTER_BYTES = 900 * 1024  # under the producer's 1 MB request limit
 DEAD_LETTER_PREFIX = 1024
 DEAD_LETTER_RETRY_S = (0.2, 1.0, 5.0)
+_USER_ID = re.compile(ID_PATTERN.strip("^$"))
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,13 @@ class DeadLetterSink:
         value = source.raw
         if len(value) > MAX_DEAD_LETTER_BYTES:
             kind, value = "too_large", _reference(source)
-        value = await self._sealed(source.key, value)
+        sealed = await self._sealed(source, value)
+        if sealed is None:
+            # The user has an open DELETE and this record may be from before it: no key may
+            # be made for it, and a plain copy would outlive the DELETE. Kept without text.
+            kind, value = "forgotten", _reference(source, prefix=False)
+        else:
+            value = sealed
         headers = {
             "reason": reason[:2000].encode(),
             "error": kind.encode(),
@@ -131,32 +140,47 @@ class DeadLetterSink:
             reason[:300],
         )
 
-    async def _sealed(self, key: bytes | None, value: bytes) -> bytes:
+    async def _sealed(self, source: Source, value: bytes) -> bytes | None:
         """A dead letter from a public topic (plain text) sealed with its user's key, so a
-        DELETE makes it unreadable too; one from our own topics is sealed already."""
-        if self._keyring is None or is_sealed(value) or not key:
+        DELETE makes it unreadable too; one from our own topics is sealed already. None: the
+        user's DELETE is open, and the letter may hold text from before it."""
+        if self._keyring is None or is_sealed(value):
             return value
-        try:
-            user_id = key.decode()
-        except UnicodeDecodeError:
-            return value  # no user to forget: kept as it is
-        # The latest generation, not the stage's: a turn dead-lettered between a DELETE and
-        # its marker is sealed with the new key (README, Security: what DELETE guarantees).
-        gen = await self._keyring.latest(user_id)
-        return await self._keyring.seal(user_id, gen, value) or value
+        user_id = _user_of_letter(source)
+        if user_id is None:
+            return value  # no user to forget (and no key made for a junk id): kept as it is
+        # As a stage without state of its own sees the user: while a DELETE is open, the
+        # record may be from before it, and that generation gets no key.
+        gen = await self._keyring.current(user_id)
+        return await self._keyring.seal(user_id, gen, value)
 
 
-def _reference(source: Source) -> bytes:
-    return orjson.dumps(
-        {
-            "too_large": True,
-            "topic": source.topic,
-            "partition": source.partition,
-            "offset": source.offset,
-            "size": len(source.raw),
-            "prefix": source.raw[:DEAD_LETTER_PREFIX].decode("utf-8", "replace"),
-        }
-    )
+def _user_of_letter(source: Source) -> str | None:
+    """Whose text a failed record holds: its ``user_id`` if it names one (the record key may
+    be missing or wrong: that is why some records fail), else its key if that is an id."""
+    try:
+        data = orjson.loads(source.raw)
+        claimed = data.get("user_id") if isinstance(data, dict) else None
+    except orjson.JSONDecodeError:
+        claimed = None
+    for candidate in (claimed, (source.key or b"").decode("utf-8", "replace")):
+        if isinstance(candidate, str) and _USER_ID.fullmatch(candidate):
+            return candidate
+    return None
+
+
+def _reference(source: Source, prefix: bool = True) -> bytes:
+    """Where a record was, instead of the record (too large, or its text forgotten)."""
+    reference: dict[str, Any] = {
+        "too_large": len(source.raw) > MAX_DEAD_LETTER_BYTES,
+        "topic": source.topic,
+        "partition": source.partition,
+        "offset": source.offset,
+        "size": len(source.raw),
+    }
+    if prefix:
+        reference["prefix"] = source.raw[:DEAD_LETTER_PREFIX].decode("utf-8", "replace")
+    return orjson.dumps(reference)
 
 
 def bind_event(source: Source) -> None:
@@ -218,6 +242,11 @@ class BatchRunner(Generic[Record]):
                 if sealed_for is not None and sealed_for != self.user_of(record):
                     raise InvalidEvent("record is sealed for another user", field="body")
                 decoded.append(Consumed(record, source, gen=gen))
+            except _OpenFailed as failed:
+                self.metrics.events.labels(stage=self.stage, outcome="dead_letter").inc()
+                await self.dead_letters.send(
+                    source, failed.reason, _describe(failed.cause), failed.attempts
+                )
             except Exception as exc:
                 # Decoding is pure: whatever it raises, retrying the same bytes cannot help.
                 kind = "too_large" if len(source.raw) > MAX_RECORD_BYTES else "invalid"
@@ -226,9 +255,24 @@ class BatchRunner(Generic[Record]):
         return decoded
 
     async def _open(self, raw: bytes) -> Opened | None:
+        """Open a sealed record. Unlike decoding this reads the store (the user's key), so a
+        failure other than a bad record is retried as the error policy says; what it gives
+        up on is raised, and the record dead-lettered."""
         if self.keyring is None:
             raise InvalidEvent("a sealed record, and this stage has no keyring", field="body")
-        return await self.keyring.open(raw)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self.keyring.open(raw)
+            except InvalidEvent:
+                raise
+            except Exception as exc:
+                decision = self.policy(exc, attempt)
+                if decision.verdict is not Verdict.RETRY:
+                    raise _OpenFailed(decision.reason, attempt, exc) from exc
+                log.info("%s: opening a record failed (%r); retrying", self.stage, exc)
+                await asyncio.sleep(decision.delay_s)
 
     async def run(
         self,
@@ -293,6 +337,15 @@ class BatchRunner(Generic[Record]):
             self.metrics.stage_seconds.labels(stage=self.stage).observe(
                 time.perf_counter() - started
             )
+
+
+class _OpenFailed(Exception):
+    """Opening a sealed record failed for good (the store, not the record): the policy's
+    reason and the attempts made, for the dead letter."""
+
+    def __init__(self, reason: str, attempts: int, cause: BaseException) -> None:
+        super().__init__(reason)
+        self.reason, self.attempts, self.cause = reason, attempts, cause
 
 
 def _describe(exc: BaseException) -> str:

@@ -97,7 +97,7 @@ async def replay(bootstrap: str, settings: Settings, letters: list[DeadLetter]) 
     try:
         for letter in letters:
             topic = letter.headers.get("source-topic")
-            if letter.reason == "too_large" or not topic:
+            if letter.reason in ("too_large", "forgotten") or not topic:
                 skipped += 1
                 continue
             await producer.send_and_wait(topic, letter.value, key=letter.key)
