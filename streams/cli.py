@@ -169,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     dlq = _command(sub, "dlq", HELP["dlq"])
     dlq.add_argument("action", choices=["list", "replay"], help="list them, or send them back")
     dlq.add_argument(
-        "--reason", help="only this reason: invalid, permanent, bug, exhausted, too_large"
+        "--reason",
+        help="only this reason: invalid, permanent, bug, exhausted, too_large, forgotten",
     )
     _stack_flags(dlq, http=False)
     dlq.set_defaults(handler=_lazy("streams.commands.dlq"))
