@@ -102,7 +102,7 @@ class DeadLetterSink:
         value = source.raw
         if len(value) > MAX_DEAD_LETTER_BYTES:
             kind, value = "too_large", _reference(source)
-        sealed = await self._sealed(source, value)
+        sealed = await self._sealed_until_done(source, value)
         if sealed is None:
             # The user has an open DELETE and this record may be from before it: no key may
             # be made for it, and a plain copy would outlive the DELETE. Kept without text.
@@ -139,6 +139,18 @@ class DeadLetterSink:
             kind,
             reason[:300],
         )
+
+    async def _sealed_until_done(self, source: Source, value: bytes) -> bytes | None:
+        """Sealing reads the store (the user's tombstone and key): retried like the write,
+        since ``send`` must not raise."""
+        for attempt in range(1, 1_000_000):
+            try:
+                return await self._sealed(source, value)
+            except Exception as exc:
+                delay = DEAD_LETTER_RETRY_S[min(attempt, len(DEAD_LETTER_RETRY_S)) - 1]
+                log.error("sealing a dead letter failed (%r); retrying in %s s", exc, delay)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
 
     async def _sealed(self, source: Source, value: bytes) -> bytes | None:
         """A dead letter from a public topic (plain text) sealed with its user's key, so a

@@ -10,7 +10,7 @@ import pytest
 
 from adapters.keyring import Keyring, generation, is_sealed
 from schemas.codec import dumps
-from schemas.errors import InvalidEvent
+from schemas.errors import InvalidEvent, StoreError
 from schemas.topics import DLQ, MESSAGES, MTM, PAGES, PERSONA, TURNS
 from tests.agents.test_pairing import msg
 from tests.agents.test_pipeline_fakes import ingest, service_for
@@ -173,3 +173,26 @@ async def test_a_sealed_dead_letter_replays_until_its_user_is_deleted(
     await pipeline.drain()
     assert await pipeline.deps.repo.stm_pages("ann") == []
     assert pipeline.deps.metrics.events.labels(stage="chain", outcome="forgotten")._value.get() == 1
+
+
+async def test_a_store_error_while_sealing_a_dead_letter_is_retried_not_raised(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sealing a dead letter reads the store; a stage's batch must never raise, so a store
+    error there is retried, like the dead letter's write, and the letter still goes out sealed."""
+    keyring = pipeline.deps.keyring
+    current, failures = keyring.current, [StoreError("qdrant: timed out")]
+
+    async def flaky(user_id: str) -> int:
+        if failures:
+            raise failures.pop()
+        return await current(user_id)
+
+    monkeypatch.setattr(keyring, "current", flaky)
+    await pipeline.send(TURNS, b"ann", b'{"user_id": "ann", "query": "Zanzibar marmalade"}')
+    await ingest(pipeline, "ann", 1, start=5)
+    await pipeline.drain()  # raises if a stage's process() raised
+    [dead] = pipeline.dead_letters()
+    assert not failures
+    assert is_sealed(dead.value)
+    assert [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")] == ["t005"]
