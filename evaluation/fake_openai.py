@@ -219,3 +219,22 @@ class FakeOpenAI:
             }
 
         return await self._serve(request, body, "embeddings", answer)
+
+
+def main() -> None:
+    """`python -m evaluation.fake_openai`: the server on its own, for a soak with
+    MEMORYOS_EMBEDDER=openai (its base URL goes to OPENAI_BASE_URL). Its request log is
+    cleared every 30 s, so a long run does not grow it."""
+    server = FakeOpenAI().start()
+    print(server.base_url, flush=True)
+    try:
+        while True:
+            time.sleep(30)
+            with server._lock:
+                server.requests.clear()
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
