@@ -110,12 +110,12 @@ class Keyring:
 
     async def seal(self, user_id: str, gen: int, plain: bytes) -> bytes | None:
         """``plain`` sealed with the user's key of ``gen``; None if a DELETE ended ``gen``."""
-        cipher = await self._cipher(user_id, gen, create=True)
-        if cipher is None:
-            return None
         uid = user_id.encode()
         if len(uid) > MAX_USER_ID_BYTES:  # ids are validated long before; this is the format's
             raise InvalidEvent(f"user id of {len(uid)} bytes cannot be sealed", field="user_id")
+        cipher = await self._cipher(user_id, gen, create=True)  # checked first: no key made
+        if cipher is None:
+            return None
         header = MAGIC + _HEADER.pack(gen, len(uid)) + uid
         nonce = os.urandom(NONCE_BYTES)
         return header + nonce + cipher.encrypt(nonce, plain, header)
