@@ -20,6 +20,7 @@ import asyncio
 import base64
 import os
 import struct
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +40,12 @@ _HEADER = struct.Struct(">qH")  # generation, length of the user id
 SAME_DELETE_MS = 1  # stores keep ~15 digits of a float: one DELETE's time within a millisecond
 BEFORE_OPEN_DELETE = 2  # a generation ended by the open DELETE (see ``Keyring.current``)
 CACHED_KEYS = 100_000
+CACHE_TTL_S = 60.0  # a key another process's DELETE destroyed stays usable here at most this long
 MAX_USER_ID_BYTES = 2**16 - 1  # its length is an unsigned short
+
+
+def _now() -> float:
+    return time.monotonic()
 
 
 def generation(at: float) -> int:
@@ -86,7 +92,7 @@ class Keyring:
 
     def __init__(self, repo: MemoryRepository) -> None:
         self._repo = repo
-        self._keys: OrderedDict[tuple[str, int], AESGCM] = OrderedDict()
+        self._keys: OrderedDict[tuple[str, int], tuple[AESGCM, float]] = OrderedDict()
         # Striped: two stages of one process must not make two keys for one generation.
         self._locks = [asyncio.Lock() for _ in range(64)]
 
@@ -165,9 +171,9 @@ class Keyring:
 
     async def _cipher(self, user_id: str, gen: int, create: bool) -> AESGCM | None:
         cached = self._keys.get((user_id, gen))
-        if cached is not None:
+        if cached is not None and _now() - cached[1] < CACHE_TTL_S:
             self._keys.move_to_end((user_id, gen))
-            return cached
+            return cached[0]
         async with self._locks[hash(user_id) % len(self._locks)]:
             doc = await self._repo.load_doc(user_id, _doc_kind(gen))
             if doc is not None:
@@ -178,7 +184,9 @@ class Keyring:
                 await self._repo.save_doc(user_id, _doc_kind(gen), data, **{KEY_DOC: True})
             else:
                 return None
-            cipher = self._keys[(user_id, gen)] = AESGCM(key)
+            cipher = AESGCM(key)
+            self._keys[(user_id, gen)] = (cipher, _now())
+            self._keys.move_to_end((user_id, gen))
             if len(self._keys) > CACHED_KEYS:
                 self._keys.popitem(last=False)
             return cipher

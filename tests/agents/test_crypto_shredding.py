@@ -4,10 +4,12 @@ the user's data key, and a DELETE leaves every copy unreadable (adapters/keyring
 from __future__ import annotations
 
 import base64
+import time
 from pathlib import Path
 
 import pytest
 
+from adapters import keyring as keyring_module
 from adapters.keyring import Keyring, generation, is_sealed
 from schemas.codec import dumps
 from schemas.errors import InvalidEvent, StoreError
@@ -196,3 +198,18 @@ async def test_a_store_error_while_sealing_a_dead_letter_is_retried_not_raised(
     assert not failures
     assert is_sealed(dead.value)
     assert [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")] == ["t005"]
+
+
+async def test_a_key_cached_by_another_process_expires_after_its_delete(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that never sees the DELETE's marker (another process, a lost partition) may
+    use its cached key only until the cache entry expires; then the store says it is gone."""
+    other = Keyring(pipeline.deps.repo)
+    sealed = await other.seal("ann", 0, SECRET)
+    assert sealed is not None
+    await pipeline.deps.repo.forget_user("ann", 1_700_000_100.0)
+    assert await other.open(sealed) is not None  # within the TTL: the documented window
+    later = time.monotonic() + keyring_module.CACHE_TTL_S + 1
+    monkeypatch.setattr(keyring_module, "_now", lambda: later)
+    assert await other.open(sealed) is None
