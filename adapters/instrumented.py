@@ -53,6 +53,10 @@ class InstrumentedLLM:
         async with self._timed("topics"):
             return await self.inner.topics(dialogue)
 
+    async def topics_many(self, dialogues: Sequence[str]) -> list[list[Topic]]:
+        async with self._timed("topics_batch"):
+            return await self.inner.topics_many(dialogues)
+
     async def segment_summary(self, previous_summary: str, dialogue: str) -> str:
         async with self._timed("segment_summary"):
             return await self.inner.segment_summary(previous_summary, dialogue)

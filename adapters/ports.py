@@ -164,6 +164,10 @@ class LLM(Protocol):
         """At most two themes with keywords and a summary each."""
         ...
 
+    async def topics_many(self, dialogues: Sequence[str]) -> list[list[Topic]]:
+        """``topics`` of each dialogue, in order, asked together (one call where it can)."""
+        ...
+
     async def segment_summary(self, previous_summary: str, dialogue: str) -> str: ...
 
     async def user_traits(self, known: Mapping[str, Trait], dialogue: str) -> dict[str, Trait]:

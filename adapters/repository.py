@@ -215,6 +215,11 @@ class MemoryRepository:
         points = await self.store.scroll(SEGMENTS, user_id)
         return [self._segment(p.payload, []) for p in points]
 
+    async def segments_by_id(self, segment_ids: Sequence[str]) -> list[StoredSegment]:
+        """The stored segments among ``segment_ids``, with their vectors."""
+        points = await self.store.retrieve(SEGMENTS, segment_ids, with_vectors=True)
+        return [self._segment(p.payload, list(p.vector or [])) for p in points]
+
     async def delete_segments(self, segment_ids: Sequence[str]) -> None:
         if segment_ids:
             await self.store.delete(SEGMENTS, segment_ids)

@@ -177,8 +177,16 @@ class Settings(BaseSettings):
     query_batch_max: int = Field(
         64, ge=1, le=4096, description="most query texts embedded in one shared call"
     )
+    llm_run_max: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="a user's queued evicted pages the MTM stage places together: one topics "
+        "call for them all and one summary call per segment they joined (1: one page at a "
+        "time, a summary call per merge, as the paper)",
+    )
     continuity_llm: Literal["always", "unclear"] = Field(
-        "always",
+        "unclear",
         description="ask the LLM whether a page continues its chain: always (the paper), or "
         "only when the embedding and keyword signals are unclear (fewer LLM calls)",
     )

@@ -11,7 +11,7 @@ from adapters.deps import Deps, Send
 from adapters.keyring import generation
 from adapters.llm.extractive import Line, dialogue_lines, summarize, tokens
 from agents.forget import check_marker
-from agents.runtime import BatchRunner, Consumed
+from agents.runtime import BatchRunner, Consumed, OrderedStage
 from memory.chain import ContinuityVerdict, clear_continuity, link_page, page_from_turn
 from memory.scoring import cosine, jaccard
 from schemas.codec import dumps
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 TurnInput = TurnEvent | ForgetUser
 
 
-class ChainAgent:
+class ChainAgent(OrderedStage):
     stage = "chain"
 
     def __init__(
@@ -37,10 +37,6 @@ class ChainAgent:
         self.tails = tails
         self.send_page = send_page
         self.runner = runner
-
-    async def process(self, events: Sequence[Any]) -> None:
-        """A whole batch, users concurrently (tests, and runs without the dispatcher)."""
-        await self.runner.run(await self.prepare(events), self.handle)
 
     async def prepare(self, events: Sequence[Any]) -> list[Consumed[TurnInput]]:
         """Decode the batch and embed all its turns in one call: batched MiniLM is ~3x faster

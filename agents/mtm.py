@@ -7,13 +7,16 @@ once let a merge re-save a segment the other had just evicted).
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from adapters.deps import Deps, Send
-from adapters.repository import HEAT_DOC, LEAVING, MTM
+from adapters.ports import Topic
+from adapters.repository import HEAT_DOC, LEAVING, MTM, StoredSegment
 from agents.forget import check_marker
-from agents.runtime import BatchRunner, RecordStage
+from agents.runtime import BatchRunner, Consumed, RecordStage, bind_event
 from memory import ids
 from memory.mtm import MidTermState
 from memory.scoring import choose_segment
@@ -33,6 +36,7 @@ from schemas.records import (
 )
 from schemas.topics import user_key
 
+log = logging.getLogger(__name__)
 CANDIDATE_SEGMENTS = 16  # nearest segments by cosine whose F is computed exactly
 PERSONA_PAGES_PER_JOB = 16  # bounds the persona prompt; a bigger backlog takes several jobs
 
@@ -53,6 +57,89 @@ class MidTermAgent(RecordStage):
         self.states = states
         self.send_persona = send_persona
         self.runner = runner
+        self.run_max = deps.settings.llm_run_max
+        # Per page and per user, for the runs in progress (users run concurrently):
+        self._topics_ahead: dict[str, list[Topic]] = {}  # page id -> topics asked together
+        self._deferring: set[str] = set()  # users whose merged summaries wait for the run's end
+
+    async def handle_run(
+        self, items: Sequence[Consumed[MidTermInput]], done: Callable[[Consumed[Any]], None]
+    ) -> None:
+        """A user's queued events in order, sharing LLM calls: the evicted pages' topics in
+        one call, and one summary call per segment they joined, after the last of them.
+
+        Placement reads a segment's keywords and centroid, never its summary, so writing
+        the summaries at the end places every page as one by one would. The pages a summary
+        still owes are in the user's state: a crash before they are written leaves them
+        owed, and the user's next run writes them.
+        """
+        pages = [
+            item.record.root.page for item in items if isinstance(item.record.root, EvictedPage)
+        ]
+        user_id = self.runner.user_of(items[0].record)
+        defer = len(pages) > 1 and self.deps.settings.segment_vector == "centroid"
+        if len(pages) > 1:
+            await self._ask_topics_ahead(pages)
+        if defer:
+            self._deferring.add(user_id)
+        try:
+            for item in items:
+                await self.runner.run_one(item, self.handle)
+        finally:
+            self._deferring.discard(user_id)
+            for page in pages:
+                self._topics_ahead.pop(page.page_id, None)
+        if pages:
+            bind_event(items[-1].source)
+            await self._write_owed_summaries(user_id, {page.page_id: page for page in pages})
+        for item in items:
+            done(item)
+
+    async def _ask_topics_ahead(self, pages: Sequence[Page]) -> None:
+        """The topics of the run's pages still to place, in one call. A failure here only
+        means each page asks on its own, under the error policy."""
+        try:
+            tiers = await self.deps.repo.page_tiers([page.page_id for page in pages])
+            todo = [page for page in pages if tiers.get(page.page_id) == LEAVING]
+            if len(todo) < 2:
+                return
+            found = await self.deps.llm.topics_many([page.text for page in todo])
+            self._topics_ahead.update(zip((p.page_id for p in todo), found, strict=True))
+        except Exception as exc:
+            log.warning("topics for %d pages in one call failed (%r); one by one", len(pages), exc)
+
+    async def _write_owed_summaries(self, user_id: str, known: Mapping[str, Page]) -> None:
+        """One summary call per segment whose summary misses pages that joined it."""
+        deps = self.deps
+        try:
+            state = await self.state(user_id)
+            owed = state.stale_summaries()
+            if not owed:
+                return
+            wanted = [page for pages in owed.values() for page in pages if page not in known]
+            texts = {pid: page.text for pid, page in known.items()}
+            if wanted:
+                found = await deps.repo.pages_by_id(user_id, wanted)
+                texts.update({page.page_id: page.text for page in found})
+            stored = {
+                kept.segment.segment_id: kept for kept in await deps.repo.segments_by_id(list(owed))
+            }
+
+            async def rewrite(kept: StoredSegment, page_ids: list[str]) -> None:
+                dialogue = "\n".join(texts[pid] for pid in page_ids if pid in texts)
+                if dialogue:
+                    summary = await deps.llm.segment_summary(kept.segment.summary, dialogue)
+                    segment = kept.segment.model_copy(update={"summary": summary})
+                    await deps.repo.save_segment(segment, kept.vector, kept.size)
+
+            await asyncio.gather(*(rewrite(kept, owed[sid]) for sid, kept in stored.items()))
+            state.summaries_written(owed)
+            data = state.to_dict()
+            await deps.repo.save_doc(user_id, HEAT_DOC, data)
+            self.states[user_id] = data
+        except Exception as exc:
+            # Still owed in the state: the user's next run tries again.
+            log.warning("summaries of %s's segments not written (%r); owed", user_id, exc)
 
     async def apply(self, event: MidTermEvent) -> None:
         if isinstance(event, ForgetUser):
@@ -101,7 +188,9 @@ class MidTermAgent(RecordStage):
         """Choose or open the page's segment, save it, and count the page; its keywords."""
         deps, settings = self.deps, self.deps.settings
         assert page.vector is not None
-        topics = await deps.llm.topics(page.text)
+        topics = self._topics_ahead.pop(page.page_id, None)
+        if topics is None:
+            topics = await deps.llm.topics(page.text)
         keywords = merge_keywords([], [kw for topic in topics for kw in topic.keywords])
         nearest = [
             (score, stored)
@@ -115,6 +204,8 @@ class MidTermAgent(RecordStage):
         if holder is not None:
             # A merge saved before the state was (a retry, a crash): adopt it, never merge twice.
             state.add_page(holder.segment.segment_id, page.page_id, now, created=False)
+            if page.user_id in self._deferring:
+                state.summary_owed(holder.segment.segment_id, page.page_id)
             return keywords
         chosen, _ = choose_segment(
             [stored.candidate(score) for score, stored in nearest],
@@ -128,7 +219,9 @@ class MidTermAgent(RecordStage):
             vector, size = list(page.vector), 1
         else:
             match = next(stored for _, stored in nearest if stored.segment.segment_id == chosen)
-            summary = await deps.llm.segment_summary(match.segment.summary, page.text)
+            summary = match.segment.summary
+            if page.user_id not in self._deferring:
+                summary = await deps.llm.segment_summary(summary, page.text)
             segment = merged_segment(match.segment, page, summary, keywords)
             vector = centroid_update(match.vector, match.size, page.vector)
             size = match.size + 1
@@ -136,6 +229,8 @@ class MidTermAgent(RecordStage):
             vector = (await deps.embedder.embed([segment.summary]))[0]
         await deps.repo.save_segment(segment, vector, size)
         state.add_page(segment.segment_id, page.page_id, now, chosen is None)
+        if chosen is not None and page.user_id in self._deferring:
+            state.summary_owed(segment.segment_id, page.page_id)
         transition = "segment_created" if chosen is None else "segment_merged"
         deps.metrics.transitions.labels(transition=transition).inc()
         return keywords

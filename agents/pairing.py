@@ -19,7 +19,7 @@ marker in the partition) and is dropped; the marker itself purges the waiting me
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
+from collections.abc import MutableMapping
 from typing import Any
 
 from adapters.deps import Deps, Send
@@ -27,7 +27,7 @@ from adapters.journal import Journal, NoJournal
 from adapters.keyring import generation
 from adapters.repository import PAIRING_DOC
 from agents.forget import check_marker
-from agents.runtime import BatchRunner, Consumed
+from agents.runtime import BatchRunner, Consumed, OrderedStage
 from memory.pairing import PairingState
 from schemas.codec import dumps
 from schemas.message import MessageEvent
@@ -37,7 +37,7 @@ from schemas.topics import user_key
 MessageInput = MessageEvent | ForgetUser | PairingTick
 
 
-class PairingAgent:
+class PairingAgent(OrderedStage):
     stage = "pairing"
 
     def __init__(
@@ -53,13 +53,6 @@ class PairingAgent:
         self.send_turn = send_turn
         self.runner = runner
         self.journal: Journal = journal or NoJournal()
-
-    async def process(self, events: Sequence[Any]) -> None:
-        """A whole batch, users concurrently (tests, and runs without the dispatcher)."""
-        await self.runner.run(await self.prepare(events), self.handle)
-
-    async def prepare(self, events: Sequence[Any]) -> list[Consumed[MessageInput]]:
-        return await self.runner.decode_batch(events)
 
     async def handle(self, item: Consumed[MessageInput]) -> None:
         await self.apply(item.record)

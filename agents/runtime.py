@@ -13,6 +13,7 @@ offset never moves past an event that went nowhere.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
 import time
@@ -35,6 +36,7 @@ from schemas.turn import ID_PATTERN
 
 log = logging.getLogger(__name__)
 Record = TypeVar("Record")
+Work = TypeVar("Work")
 
 MAX_RECORD_BYTES = 256 * 1024  # a valid turn is at most ~50 KB; anything far larger is junk
 MAX_DEAD_LETTER_BYTES = 900 * 1024  # under the producer's 1 MB request limit
@@ -286,24 +288,6 @@ class BatchRunner(Generic[Record]):
                 log.info("%s: opening a record failed (%r); retrying", self.stage, exc)
                 await asyncio.sleep(decision.delay_s)
 
-    async def run(
-        self,
-        items: Sequence[Consumed[Record]],
-        handle: Callable[[Consumed[Record]], Awaitable[None]],
-    ) -> None:
-        by_user: dict[str, list[Consumed[Record]]] = {}
-        for item in items:
-            by_user.setdefault(self.user_of(item.record), []).append(item)
-        await asyncio.gather(*(self._run_user(queue, handle) for queue in by_user.values()))
-
-    async def _run_user(
-        self,
-        queue: list[Consumed[Record]],
-        handle: Callable[[Consumed[Record]], Awaitable[None]],
-    ) -> None:
-        for item in queue:
-            await self.run_one(item, handle)
-
     async def run_one(
         self,
         item: Consumed[Record],
@@ -364,7 +348,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class KeyedDispatcher:
+class KeyedDispatcher(Generic[Work]):
     """Key-ordered concurrency: one user's events strictly in order, users independent.
 
     The model is Confluent's Parallel Consumer in key order. A batch no longer waits for its
@@ -372,18 +356,31 @@ class KeyedDispatcher:
     holds back only that user. ``max_pending`` bounds the events accepted and not finished
     (backpressure on the consumer). Offsets stay safe because each event is acknowledged to
     Faust only when finished, and Faust commits a partition only up to its first gap.
+
+    ``handle_run`` gets up to ``run_max`` of a key's queued events at once, in order: a stage
+    can then share one LLM call among a user's pending pages. Without it each work item is an
+    awaitable factory, called in turn.
     """
 
-    def __init__(self, max_pending: int) -> None:
+    def __init__(
+        self,
+        max_pending: int,
+        handle_run: Callable[[list[Work]], Awaitable[None]] | None = None,
+        run_max: int = 1,
+    ) -> None:
+        if run_max < 1:
+            raise ValueError(f"run_max must be >= 1, got {run_max}")
         self._slots = asyncio.Semaphore(max_pending)
-        self._queues: dict[str, deque[Callable[[], Awaitable[None]]]] = {}
+        self._queues: dict[str, deque[Work]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._handle_run = handle_run or _call_each
+        self._run_max = run_max
 
     @property
     def pending_users(self) -> int:
         return len(self._queues)
 
-    async def submit(self, key: str, work: Callable[[], Awaitable[None]]) -> None:
+    async def submit(self, key: str, work: Work) -> None:
         await self._slots.acquire()
         queue = self._queues.get(key)
         if queue is not None:
@@ -398,15 +395,17 @@ class KeyedDispatcher:
         queue = self._queues[key]
         try:
             while queue:
+                run = list(itertools.islice(queue, self._run_max))
                 try:
-                    await queue[0]()
+                    await self._handle_run(run)
                 except Exception:
                     # The runner dead-letters every failure; reaching here is a bug, and it
                     # must not strand the rest of this user's queue.
                     log.exception("unexpected error in the work of %r", key)
                 finally:
-                    queue.popleft()
-                    self._slots.release()
+                    for _ in run:
+                        queue.popleft()
+                        self._slots.release()
         finally:
             # No await between the empty check and this: a submit cannot slip in between.
             del self._queues[key]
@@ -422,17 +421,56 @@ class KeyedDispatcher:
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
 
-class RecordStage:
-    """A stage whose records are RootModel unions: decode the batch, apply each record."""
+def _no_ack(_: Consumed[Any]) -> None:
+    """Outside Faust there is no offset to acknowledge."""
 
+
+async def _call_each(run: list[Any]) -> None:
+    for work in run:
+        try:
+            await work()
+        except Exception:
+            log.exception("unexpected error in queued work")
+
+
+class OrderedStage:
+    """A stage's per-user entry: a run of one user's queued events, handled in order."""
+
+    stage: str
     runner: BatchRunner[Any]
+    run_max: int = 1  # events of one user ``handle_run`` takes at once (stages that batch: more)
 
     async def process(self, events: Sequence[Any]) -> None:
-        """A whole batch, users concurrently (tests, and runs without the dispatcher)."""
-        await self.runner.run(await self.prepare(events), self.handle)
+        """A whole batch, users concurrently, each user's events in runs of ``run_max``
+        (tests, and runs without the dispatcher)."""
+        by_user: dict[str, list[Consumed[Any]]] = {}
+        for item in await self.prepare(events):
+            by_user.setdefault(self.runner.user_of(item.record), []).append(item)
+
+        async def user_runs(queue: list[Consumed[Any]]) -> None:
+            for start in range(0, len(queue), self.run_max):
+                await self.handle_run(queue[start : start + self.run_max], _no_ack)
+
+        await asyncio.gather(*(user_runs(queue) for queue in by_user.values()))
 
     async def prepare(self, events: Sequence[Any]) -> list[Consumed[Any]]:
         return await self.runner.decode_batch(events)
+
+    async def handle(self, item: Consumed[Any]) -> None:
+        raise NotImplementedError
+
+    async def handle_run(
+        self, items: Sequence[Consumed[Any]], done: Callable[[Consumed[Any]], None]
+    ) -> None:
+        """Each event processed (or dead-lettered), then ``done``; stages that can share LLM
+        work among a user's pending events override this."""
+        for item in items:
+            await self.runner.run_one(item, self.handle)
+            done(item)
+
+
+class RecordStage(OrderedStage):
+    """A stage whose records are RootModel unions: decode the batch, apply each record."""
 
     async def handle(self, item: Consumed[Any]) -> None:
         await self.apply(item.record.root)

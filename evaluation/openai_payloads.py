@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,14 +14,25 @@ from starlette.responses import JSONResponse
 
 Reply = str | Callable[[str], str]  # a fixed reply, or one computed from the prompt text
 
-DEFAULT_REPLIES: dict[str, str] = {
+_TOPICS_REPLY = (
+    '[{"theme": "Business trip", "keywords": ["business trip", "Berlin", "itinerary"], '
+    '"content": "The user is planning a business trip to Berlin."}, '
+    '{"theme": "Health", "keywords": ["cold", "sick"], '
+    '"content": "The user reported feeling unwell due to a cold."}]'
+)
+_DIALOGUE_HEADER = re.compile(r"^Dialogue (\d+):$", re.M)
+
+
+def topics_batch_reply(prompt: str) -> str:
+    """The canned topics once for every numbered dialogue of a batch prompt."""
+    count = len(_DIALOGUE_HEADER.findall(prompt))
+    return "{" + ", ".join(f'"{n}": {_TOPICS_REPLY}' for n in range(1, count + 1)) + "}"
+
+
+DEFAULT_REPLIES: dict[str, Reply] = {
     "continuity": "true\nThe user is planning a business trip to Berlin and asks for advice.",
-    "topics": (
-        '[{"theme": "Business trip", "keywords": ["business trip", "Berlin", "itinerary"], '
-        '"content": "The user is planning a business trip to Berlin."}, '
-        '{"theme": "Health", "keywords": ["cold", "sick"], '
-        '"content": "The user reported feeling unwell due to a cold."}]'
-    ),
+    "topics": _TOPICS_REPLY,
+    "topics_batch": topics_batch_reply,
     "segment_summary": "The user planned a business trip to Berlin and caught a cold.",
     "user_traits": (
         "Travel Interest: High [Reason: the user is planning a business trip]\n"

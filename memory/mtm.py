@@ -31,6 +31,7 @@ class SegmentStats:
     page_ids: list[str] = field(default_factory=list)
     transferred: list[str] = field(default_factory=list)  # pages already in the persona
     persona_pending: bool = False  # a persona job is out; no second one until it is applied
+    unsummarized: list[str] = field(default_factory=list)  # joined, not yet in the summary
 
     def heat(self, now: float, params: HeatParams) -> float:
         return heat(self.n_visit, self.l_interaction, self.last_access, now, params)
@@ -39,6 +40,7 @@ class SegmentStats:
         data = asdict(self)
         data["page_ids"] = list(self.page_ids)
         data["transferred"] = list(self.transferred)
+        data["unsummarized"] = list(self.unsummarized)
         return data
 
     @classmethod
@@ -53,6 +55,7 @@ class SegmentStats:
                 page_ids=[str(page) for page in data.get("page_ids", [])],
                 transferred=[str(page) for page in data.get("transferred", [])],
                 persona_pending=bool(data.get("persona_pending", False)),
+                unsummarized=[str(page) for page in data.get("unsummarized", [])],
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a segment stats record ({exc!r}): {dict(data)!r}") from exc
@@ -160,6 +163,24 @@ class MidTermState:
             stats.last_access = max(stats.last_access, now)
             counted.append(segment_id)
         return counted
+
+    def summary_owed(self, segment_id: str, page_id: str) -> None:
+        """The page joined ``segment_id`` and its summary does not cover it yet."""
+        stats = self.segments.get(segment_id)
+        if stats is not None and page_id not in stats.unsummarized:
+            stats.unsummarized.append(page_id)
+
+    def stale_summaries(self) -> dict[str, list[str]]:
+        """Live segments whose summary misses pages that joined them: segment -> those pages."""
+        return {sid: list(s.unsummarized) for sid, s in self.segments.items() if s.unsummarized}
+
+    def summaries_written(self, written: Mapping[str, Iterable[str]]) -> None:
+        """These pages are in their segments' summaries now."""
+        for segment_id, page_ids in written.items():
+            stats = self.segments.get(segment_id)
+            if stats is not None:
+                done = set(page_ids)
+                stats.unsummarized = [page for page in stats.unsummarized if page not in done]
 
     def heat_of(self, segment_id: str, now: float, params: HeatParams) -> float | None:
         stats = self.segments.get(segment_id)

@@ -10,7 +10,7 @@ No module holds a global app; `create_app` can build several, each with its own 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,10 +39,13 @@ from streams.retention import compacted, topic_configs
 class Stage(Protocol):
     stage: str
     runner: BatchRunner[Any]
+    run_max: int
 
     async def prepare(self, events: Sequence[Any]) -> list[Consumed[Any]]: ...
 
-    async def handle(self, item: Consumed[Any]) -> None: ...
+    async def handle_run(
+        self, items: Sequence[Consumed[Any]], done: Callable[[Consumed[Any]], None]
+    ) -> None: ...
 
 
 @dataclass
@@ -194,7 +197,11 @@ def _attach(app: faust.App, channel: Any, stage: Stage, settings: Settings) -> N
     runner = stage.runner
 
     async def agent(stream: Any) -> None:
-        dispatcher = KeyedDispatcher(settings.max_pending_events)
+        dispatcher: KeyedDispatcher[Consumed[Any]] = KeyedDispatcher(
+            settings.max_pending_events,
+            functools.partial(stage.handle_run, done=_acknowledge),
+            stage.run_max,
+        )
         try:
             async for events in stream.take_events(
                 settings.batch_size, within=settings.batch_timeout_s
@@ -207,9 +214,7 @@ def _attach(app: faust.App, channel: Any, stage: Stage, settings: Settings) -> N
                     if id(event) not in prepared:  # dead-lettered while decoding
                         event.ack()
                 for item in items:
-                    await dispatcher.submit(
-                        runner.user_of(item.record), functools.partial(_finish, stage, item)
-                    )
+                    await dispatcher.submit(runner.user_of(item.record), item)
         finally:
             await dispatcher.close()
 
@@ -217,6 +222,5 @@ def _attach(app: faust.App, channel: Any, stage: Stage, settings: Settings) -> N
     app.agent(channel, name=f"memoryos.{stage.stage}")(agent)
 
 
-async def _finish(stage: Stage, item: Consumed[Any]) -> None:
-    await stage.runner.run_one(item, stage.handle)
+def _acknowledge(item: Consumed[Any]) -> None:
     item.source.event.ack()  # processed or dead-lettered: now its offset may be committed

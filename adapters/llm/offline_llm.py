@@ -131,6 +131,9 @@ class OfflineLLM:
             return []
         return [_topic(part, self._keyword_mode) for part in _split_themes(lines)]
 
+    async def topics_many(self, dialogues: Sequence[str]) -> list[list[Topic]]:
+        return [await self.topics(dialogue) for dialogue in dialogues]
+
     async def segment_summary(self, previous_summary: str, dialogue: str) -> str:
         history = [Line("", previous_summary)] if previous_summary.strip() else []
         summary = summarize([*history, *dialogue_lines(dialogue)], limit=3)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
 from openai import AsyncOpenAI
@@ -81,6 +81,23 @@ class OpenAILLM:
             prompts.topics(dialogue),
             parsing.parse_topics,
             lambda: self._fallback.topics(dialogue),
+        )
+
+    async def topics_many(self, dialogues: Sequence[str]) -> list[list[Topic]]:
+        """One call for several pages' topics; if the reply cannot be read even after the
+        repair turn, each dialogue is asked on its own (not the offline answer: the pages
+        deserve the model's topics)."""
+        if len(dialogues) == 1:
+            return [await self.topics(dialogues[0])]
+
+        async def one_by_one() -> list[list[Topic]]:
+            return list(await asyncio.gather(*(self.topics(d) for d in dialogues)))
+
+        return await self._task(
+            "topics_batch",
+            prompts.topics_batch(dialogues),
+            lambda text: parsing.parse_topics_batch(text, len(dialogues)),
+            one_by_one,
         )
 
     async def segment_summary(self, previous_summary: str, dialogue: str) -> str:
@@ -166,7 +183,7 @@ class OpenAILLM:
             usage = self._usage(task)
             usage.failures += 1
             usage.fallbacks += 1
-            log.warning("LLM %s unparseable after repair (%s); offline answer used", task, problem)
+            log.warning("LLM %s unparseable after repair (%s); fallback used", task, problem)
             return await fallback(), spent
 
     async def _complete(

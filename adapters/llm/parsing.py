@@ -129,7 +129,27 @@ def _keywords(value: object) -> list[str]:
 
 
 def parse_topics(text: str) -> list[Topic]:
+    return _topics_of(find_json(text), text)
+
+
+def parse_topics_batch(text: str, count: int) -> list[list[Topic]]:
+    """``count`` dialogues' topics, from ``{"1": [...], ...}`` or an array of arrays. A reply
+    that misses a dialogue is unparseable: guessing which one is missing could give one
+    page another's topics."""
     data = find_json(text)
+    if isinstance(data, dict):
+        wrapped = next((v for v in data.values() if isinstance(v, dict)), None)
+        data = wrapped if wrapped is not None and str(1) not in data else data
+        try:
+            data = [data[str(index)] for index in range(1, count + 1)]
+        except KeyError as exc:
+            raise LLMUnparseable(f"topics of dialogue {exc} missing: {_preview(text)}") from exc
+    if not isinstance(data, list) or len(data) != count:
+        raise LLMUnparseable(f"not {count} dialogues' topics: {_preview(text)}")
+    return [_topics_of(item, text) for item in data]
+
+
+def _topics_of(data: Any, text: str) -> list[Topic]:
     if isinstance(data, dict):
         # Some models wrap the array: {"topics": [...]}; others return a single object.
         nested = next((v for v in data.values() if isinstance(v, list)), None)

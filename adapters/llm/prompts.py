@@ -9,7 +9,7 @@ so test servers and logs can tell the tasks apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from adapters.llm.traits import TRAIT_GROUPS
 from schemas.records import Page, Trait
@@ -19,6 +19,7 @@ Prompt = tuple[str, str]
 TASK_MARKERS: dict[str, str] = {
     "continuity": "combined conversation continuity detector and meta-summary updater",
     "topics": "expert in analyzing dialogue topics",
+    "topics_batch": "expert in analyzing the topics of numbered dialogues",
     "segment_summary": "conversation segment summary updater",
     "user_traits": "professional user preference analysis assistant",
     "user_knowledge": "user knowledge extraction engine",
@@ -93,6 +94,30 @@ def topics(dialogue: str) -> Prompt:
         "]\n"
         "Please directly output the JSON array, without adding any other content.\n"
         f"Conversation content:\n{dialogue}"
+    )
+    return system, user
+
+
+def topics_batch(dialogues: Sequence[str]) -> Prompt:
+    """The topics prompt for several dialogues at once: one call instead of one per page."""
+    system = f"You are an {TASK_MARKERS['topics_batch']}. No more than two topics per dialogue."
+    numbered = "\n\n".join(
+        f"Dialogue {index}:\n{dialogue}" for index, dialogue in enumerate(dialogues, 1)
+    )
+    user = (
+        f"Please analyze each of the following {len(dialogues)} dialogues on its own and "
+        "generate subtopic summaries for it (if applicable), with a maximum of two themes per "
+        "dialogue.\n"
+        "Each summary should include the subtopic name, keywords (separated by commas), and the "
+        "summary text. Output one JSON object whose keys are the dialogue numbers and whose "
+        "values are that dialogue's JSON array of summaries, for example:\n"
+        '{"1": [{"theme": "Business trip", "keywords": ["Business trip", "Itinerary"], '
+        '"content": "User mentioned the troubles related to business trips."}],\n'
+        ' "2": [{"theme": "Health", "keywords": ["Cold", "Sick"], '
+        '"content": "User reported feeling unwell due to a cold."}]}\n'
+        "Every dialogue number must appear. Please directly output the JSON object, without "
+        "adding any other content.\n"
+        f"{numbered}"
     )
     return system, user
 
@@ -233,6 +258,8 @@ def repair(task_format: str, problem: str) -> str:
 REPLY_FORMATS: dict[str, str] = {
     "continuity": '"true" or "false" on the first line and the meta-summary on the second line',
     "topics": 'a JSON array of at most two {"theme", "keywords", "content"} objects',
+    "topics_batch": 'a JSON object with every dialogue number as a key and, as its value, '
+    'a JSON array of at most two {"theme", "keywords", "content"} objects',
     "segment_summary": "the updated summary as plain text",
     "user_traits": 'lines of the form "Dimension: High|Medium|Low [Reason: ...]", or "None"',
     "user_knowledge": 'a list of "- fact" lines, or "None"',

@@ -25,7 +25,8 @@ SECRET = b"Zanzibar marmalade"
 
 @pytest.fixture
 async def pipeline() -> Pipeline:
-    return Pipeline(await make_deps(stm_capacity=2))
+    # The LLM at every stage, continuity included: a test fails its calls.
+    return Pipeline(await make_deps(stm_capacity=2, continuity_llm="always"))
 
 
 async def test_sealed_records_open_only_for_their_user_and_generation(

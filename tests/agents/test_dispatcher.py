@@ -72,3 +72,27 @@ async def test_a_failing_event_does_not_stop_its_key() -> None:
     await dispatcher.submit("k", fine)
     await dispatcher.join()
     assert done == [1]
+
+
+async def test_a_key_s_queued_events_come_in_runs_in_order() -> None:
+    runs: list[list[tuple[str, int]]] = []
+    first_started, release = asyncio.Event(), asyncio.Event()
+
+    async def handle_run(run: list[tuple[str, int]]) -> None:
+        runs.append(run)
+        first_started.set()
+        if len(runs) == 1:
+            await release.wait()  # while the first run is held, the key's next events queue
+
+    dispatcher: KeyedDispatcher[tuple[str, int]] = KeyedDispatcher(100, handle_run, run_max=3)
+    await dispatcher.submit("a", ("a", 0))
+    await first_started.wait()
+    for index in range(1, 6):
+        await dispatcher.submit("a", ("a", index))
+    await dispatcher.submit("b", ("b", 0))
+    release.set()
+    await dispatcher.join()
+    by_key = {key: [run for run in runs if run[0][0] == key] for key in ("a", "b")}
+    assert by_key["a"] == [[("a", 0)], [("a", 1), ("a", 2), ("a", 3)], [("a", 4), ("a", 5)]]
+    assert by_key["b"] == [[("b", 0)]]
+    assert dispatcher.pending_users == 0

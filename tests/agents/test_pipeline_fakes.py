@@ -38,7 +38,8 @@ def turn(user: str, index: int, text: str = "") -> TurnEvent:
 
 @pytest.fixture
 async def pipeline() -> Pipeline:
-    return Pipeline(await make_deps())
+    # The LLM at every stage, continuity included: these tests hold and fail its calls.
+    return Pipeline(await make_deps(continuity_llm="always"))
 
 
 async def ingest(pipeline: Pipeline, user: str, count: int, start: int = 0) -> None:
@@ -139,10 +140,21 @@ async def service_for(pipeline: Pipeline, tmp_path: Path) -> ResponseService:
     return ResponseService(pipeline.deps, pipeline, SqliteJournal(tmp_path / "journal.sqlite3"))
 
 
-@pytest.mark.parametrize("held", ["continuity", "topics", "summary", "user_knowledge"])
+@pytest.mark.parametrize(
+    ("held", "run_max"),
+    [
+        ("continuity", 8),
+        ("topics_batch", 8),  # a run of evicted pages: one topics call for them all
+        ("summary", 8),  # the run's merged summaries, written after its last page
+        ("topics", 1),  # one page at a time, as the paper
+        ("summary", 1),
+        ("user_knowledge", 8),
+    ],
+)
 async def test_delete_while_a_stage_waits_on_the_llm_forgets_for_good(
-    pipeline: Pipeline, tmp_path: Path, held: str
+    tmp_path: Path, held: str, run_max: int
 ) -> None:
+    pipeline = Pipeline(await make_deps(continuity_llm="always", llm_run_max=run_max))
     service = await service_for(pipeline, tmp_path)
     await service.add_turns([turn("ann", i) for i in range(8)])
     llm = pipeline.deps.llm

@@ -44,7 +44,7 @@ def spans() -> Iterator[InMemorySpanExporter]:
 async def small_pipeline() -> Pipeline:
     """STM of one page and a low tau: the second turn pushes the first one through MTM to the
     persona, so that turn's trace reaches every stage."""
-    return Pipeline(await make_deps(stm_capacity=1, heat_tau=1.5))
+    return Pipeline(await make_deps(stm_capacity=1, heat_tau=1.5, continuity_llm="always"))
 
 
 def http_client(pipeline: Pipeline) -> httpx.AsyncClient:

@@ -207,6 +207,29 @@ async def test_garbage_twice_falls_back_to_offline(llm: OpenAILLM, fake_openai: 
     assert llm.usage["topics"].failures == 2
 
 
+async def test_several_pages_topics_in_one_call(llm: OpenAILLM, fake_openai: FakeOpenAI) -> None:
+    dialogues = [DIALOGUE, DIALOGUE.replace("Berlin", "Rome"), DIALOGUE.replace("trip", "move")]
+    found = await llm.topics_many(dialogues)
+    assert [r.task for r in fake_openai.requests] == ["topics_batch"]
+    alone = await llm.topics(DIALOGUE)
+    assert found == [alone, alone, alone]  # the fake's canned topics, once per dialogue
+    prompt = fake_openai.requests[0].body["messages"][-1]["content"]
+    assert all(f"Dialogue {n}:" in prompt for n in (1, 2, 3))
+    assert "Rome" in prompt
+
+
+async def test_an_unreadable_batch_reply_asks_each_page_alone(
+    llm: OpenAILLM, fake_openai: FakeOpenAI
+) -> None:
+    # A reply with one dialogue missing, twice (the repair turn too): never guessed at.
+    fake_openai.replies["topics_batch"] = '{"1": [{"theme": "T", "content": "c"}]}'
+    found = await llm.topics_many([DIALOGUE, DIALOGUE])
+    tasks = [r.task for r in fake_openai.requests]
+    assert tasks == ["topics_batch", "topics_batch", "topics", "topics"]
+    assert found == [await llm.topics(DIALOGUE)] * 2
+    assert llm.usage["topics_batch"].fallbacks == 1
+
+
 async def test_in_flight_limit_is_respected(
     fake_openai: FakeOpenAI, sleeps: RecordingSleep
 ) -> None:

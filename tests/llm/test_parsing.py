@@ -10,6 +10,7 @@ from adapters.llm.parsing import (
     parse_facts,
     parse_summary,
     parse_topics,
+    parse_topics_batch,
     parse_traits,
     strip_think,
 )
@@ -147,3 +148,21 @@ def test_free_text_parsers() -> None:
 
 def test_max_topics_is_the_papers_two() -> None:
     assert parsing.MAX_TOPICS == 2
+
+
+def test_topics_of_several_dialogues_by_number_or_in_order() -> None:
+    one = '[{"theme": "Trip", "keywords": ["Berlin"], "content": "A trip."}]'
+    two = '[{"theme": "Cold", "keywords": "cold, sick", "content": "A cold."}]'
+    by_number = parse_topics_batch(f'{{"2": {two}, "1": {one}}}', 2)
+    assert [[t.theme for t in topics] for topics in by_number] == [["Trip"], ["Cold"]]
+    wrapped = parse_topics_batch(f'{{"dialogues": {{"1": {one}, "2": {two}}}}}', 2)
+    assert wrapped == by_number
+    assert parse_topics_batch(f"[{one}, {two}]", 2) == by_number
+
+
+def test_topics_of_several_dialogues_refuse_a_missing_one() -> None:
+    one = '[{"theme": "Trip", "keywords": ["Berlin"], "content": "A trip."}]'
+    with pytest.raises(LLMUnparseable, match="dialogue '2'"):
+        parse_topics_batch(f'{{"1": {one}, "3": {one}}}', 2)
+    with pytest.raises(LLMUnparseable, match="not 2"):
+        parse_topics_batch(f"[{one}]", 2)

@@ -93,9 +93,14 @@ class FakeLLM:
         words = sorted(set(tokens(dialogue)))[:5]
         return [Topic("talk", words, dialogue[:80])]
 
+    async def topics_many(self, dialogues: Sequence[str]) -> list[list[Topic]]:
+        await self._enter("topics_batch")
+        return [[Topic("talk", sorted(set(tokens(d)))[:5], d[:80])] for d in dialogues]
+
     async def segment_summary(self, previous_summary: str, dialogue: str) -> str:
         await self._enter("summary")
-        return f"{previous_summary} | {dialogue[:40]}"
+        said = [line[:40] for line in dialogue.splitlines() if line.startswith("User: ")]
+        return " | ".join([previous_summary, *(said or [dialogue[:40]])])
 
     async def user_traits(self, known: Mapping[str, Trait], dialogue: str) -> dict[str, Trait]:
         await self._enter("user_traits")

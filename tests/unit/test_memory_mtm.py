@@ -238,6 +238,7 @@ def test_round_trip_through_json() -> None:
         "page_ids": ["p2"],
         "transferred": [],
         "persona_pending": False,
+        "unsummarized": [],
     }
 
 

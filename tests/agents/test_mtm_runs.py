@@ -1,0 +1,121 @@
+"""The MTM stage takes a user's queued evicted pages as one run: one topics call for them all,
+one summary call per segment they joined, and the same placement as one page at a time."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+
+from adapters.repository import HEAT_DOC
+from memory.mtm import MidTermState
+from schemas.codec import dumps
+from schemas.topics import TURNS, user_key
+from schemas.turn import TurnEvent
+from tests.support.fakes import FakeLLM, Pipeline, make_deps
+
+THEMES = ("hiking in the alps", "baking sourdough bread", "hiking boots for the alps")
+
+
+def turn(user: str, index: int) -> TurnEvent:
+    theme = THEMES[index % len(THEMES)]
+    return TurnEvent(
+        user_id=user,
+        turn_id=f"t{index:03d}",
+        query=f"Note {index}: tell me more about {theme}",
+        response=f"Here is something on {theme}.",
+        timestamp=datetime.fromtimestamp(1_700_000_000 + index * 60, UTC),
+    )
+
+
+async def placed(run_max: int, turns: int = 14) -> tuple[Pipeline, FakeLLM]:
+    pipeline = Pipeline(
+        await make_deps(stm_capacity=2, llm_run_max=run_max, theta=0.3, heat_tau=1000.0)
+    )
+    for index in range(turns):
+        await pipeline.send(TURNS, user_key("ann"), dumps(turn("ann", index)))
+    await pipeline.drain()
+    llm = pipeline.deps.llm
+    assert isinstance(llm, FakeLLM)
+    return pipeline, llm
+
+
+async def segments_of(pipeline: Pipeline) -> dict[str, tuple[list[str], list[str]]]:
+    return {
+        kept.segment.segment_id: (sorted(kept.segment.page_ids), sorted(kept.segment.keywords))
+        for kept in await pipeline.deps.repo.all_segments("ann")
+    }
+
+
+async def test_a_run_places_every_page_as_one_by_one_with_fewer_llm_calls() -> None:
+    alone, alone_llm = await placed(run_max=1)
+    together, together_llm = await placed(run_max=8)
+    assert await segments_of(together) == await segments_of(alone)
+    one_by_one, in_runs = Counter(alone_llm.calls), Counter(together_llm.calls)
+    assert one_by_one["topics"] == 12
+    assert "topics_batch" not in one_by_one
+    # The Pipeline hands the 12 evicted pages over in runs of at most 8: two batched calls.
+    assert (in_runs["topics_batch"], in_runs["topics"]) == (2, 0)
+    merges = sum(len(pages) - 1 for pages, _ in (await segments_of(alone)).values())
+    assert one_by_one["summary"] == merges > 0
+    # One summary per segment a run merged pages into, not one per merge.
+    assert 0 < in_runs["summary"] < one_by_one["summary"]
+
+
+async def test_a_run_writes_every_merged_page_into_its_segments_summary() -> None:
+    pipeline, _ = await placed(run_max=8)
+    for kept in await pipeline.deps.repo.all_segments("ann"):
+        joined = kept.segment.page_ids[1:]  # the first page's topic wrote the summary
+        # FakeLLM's summary appends the start of each "User:" line it was given.
+        for page in await pipeline.deps.repo.pages_by_id("ann", joined):
+            assert f"User: {page.query}"[:40] in kept.segment.summary
+    state = MidTermState.from_dict(await pipeline.deps.repo.load_doc("ann", HEAT_DOC))
+    assert state.stale_summaries() == {}
+
+
+async def test_a_summary_the_run_could_not_write_stays_owed_until_the_next_run() -> None:
+    pipeline = Pipeline(await make_deps(stm_capacity=2, llm_run_max=8, theta=0.3, heat_tau=1000.0))
+    llm = pipeline.deps.llm
+    assert isinstance(llm, FakeLLM)
+
+    async def summaries_down(task: str) -> None:
+        if task == "summary":
+            raise OSError("llm down")
+
+    llm.hook = summaries_down
+    for index in range(10):
+        await pipeline.send(TURNS, user_key("ann"), dumps(turn("ann", index)))
+    await pipeline.drain()
+    state = MidTermState.from_dict(await pipeline.deps.repo.load_doc("ann", HEAT_DOC))
+    owed = state.stale_summaries()
+    assert owed, "the merged pages are owed to their summaries"
+    assert not pipeline.dead_letters(), "a late summary loses nothing: no dead letter"
+    llm.hook = None
+    await pipeline.send(TURNS, user_key("ann"), dumps(turn("ann", 10)))
+    await pipeline.drain()
+    state = MidTermState.from_dict(await pipeline.deps.repo.load_doc("ann", HEAT_DOC))
+    assert state.stale_summaries() == {}
+    summaries = {
+        k.segment.segment_id: k.segment.summary
+        for k in await pipeline.deps.repo.all_segments("ann")
+    }
+    for segment_id, page_ids in owed.items():
+        for page in await pipeline.deps.repo.pages_by_id("ann", page_ids):
+            assert f"User: {page.query}"[:40] in summaries[segment_id]
+
+
+async def test_a_failed_batched_topics_call_falls_back_to_one_call_per_page() -> None:
+    pipeline = Pipeline(await make_deps(stm_capacity=2, llm_run_max=8))
+    llm = pipeline.deps.llm
+    assert isinstance(llm, FakeLLM)
+
+    async def batch_down(task: str) -> None:
+        if task == "topics_batch":
+            raise OSError("llm down")
+
+    llm.hook = batch_down
+    for index in range(6):
+        await pipeline.send(TURNS, user_key("ann"), dumps(turn("ann", index)))
+    await pipeline.drain()
+    assert Counter(llm.calls)["topics"] == 4
+    assert not pipeline.dead_letters()
+    assert sum(len(k.segment.page_ids) for k in await pipeline.deps.repo.all_segments("ann")) == 4
