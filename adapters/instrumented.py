@@ -57,6 +57,10 @@ class InstrumentedLLM:
         async with self._timed("topics_batch"):
             return await self.inner.topics_many(dialogues)
 
+    async def topics_summary(self, dialogue: str, previous_summary: str) -> tuple[list[Topic], str]:
+        async with self._timed("topics_summary"):
+            return await self.inner.topics_summary(dialogue, previous_summary)
+
     async def segment_summary(self, previous_summary: str, dialogue: str) -> str:
         async with self._timed("segment_summary"):
             return await self.inner.segment_summary(previous_summary, dialogue)

@@ -168,6 +168,11 @@ class LLM(Protocol):
         """``topics`` of each dialogue, in order, asked together (one call where it can)."""
         ...
 
+    async def topics_summary(self, dialogue: str, previous_summary: str) -> tuple[list[Topic], str]:
+        """``topics(dialogue)`` and ``segment_summary(previous_summary, dialogue)`` together
+        (one call where it can)."""
+        ...
+
     async def segment_summary(self, previous_summary: str, dialogue: str) -> str: ...
 
     async def user_traits(self, known: Mapping[str, Trait], dialogue: str) -> dict[str, Trait]:

@@ -185,6 +185,11 @@ class Settings(BaseSettings):
         "call for them all and one summary call per segment they joined (1: one page at a "
         "time, a summary call per merge, as the paper)",
     )
+    llm_combine: bool = Field(
+        True,
+        description="one LLM call where a page needs two answers: its topics and the "
+        "updated summary of the segment it most likely joins (false: two calls, the paper)",
+    )
     continuity_llm: Literal["always", "unclear"] = Field(
         "unclear",
         description="ask the LLM whether a page continues its chain: always (the paper), or "

@@ -188,10 +188,7 @@ class MidTermAgent(RecordStage):
         """Choose or open the page's segment, save it, and count the page; its keywords."""
         deps, settings = self.deps, self.deps.settings
         assert page.vector is not None
-        topics = self._topics_ahead.pop(page.page_id, None)
-        if topics is None:
-            topics = await deps.llm.topics(page.text)
-        keywords = merge_keywords([], [kw for topic in topics for kw in topic.keywords])
+        deferring = page.user_id in self._deferring
         nearest = [
             (score, stored)
             for score, stored in await deps.repo.nearest_segments(
@@ -199,12 +196,22 @@ class MidTermAgent(RecordStage):
             )
             if stored.segment.segment_id in state  # only live segments: no zombies
         ]
-        now = state.advance(page.timestamp.timestamp())
         holder = next((s for _, s in nearest if page.page_id in s.segment.page_ids), None)
+        topics = self._topics_ahead.pop(page.page_id, None)
+        summary_with: tuple[str, str] | None = None  # (segment, its summary with this page)
+        if topics is None and nearest and holder is None and not deferring and settings.llm_combine:
+            # The likeliest segment is the nearest: ask its merged summary with the topics.
+            likeliest = nearest[0][1].segment
+            topics, merged = await deps.llm.topics_summary(page.text, likeliest.summary)
+            summary_with = (likeliest.segment_id, merged)
+        elif topics is None:
+            topics = await deps.llm.topics(page.text)
+        keywords = merge_keywords([], [kw for topic in topics for kw in topic.keywords])
+        now = state.advance(page.timestamp.timestamp())
         if holder is not None:
             # A merge saved before the state was (a retry, a crash): adopt it, never merge twice.
             state.add_page(holder.segment.segment_id, page.page_id, now, created=False)
-            if page.user_id in self._deferring:
+            if deferring:
                 state.summary_owed(holder.segment.segment_id, page.page_id)
             return keywords
         chosen, _ = choose_segment(
@@ -220,7 +227,9 @@ class MidTermAgent(RecordStage):
         else:
             match = next(stored for _, stored in nearest if stored.segment.segment_id == chosen)
             summary = match.segment.summary
-            if page.user_id not in self._deferring:
+            if summary_with is not None and summary_with[0] == chosen:
+                summary = summary_with[1]
+            elif not deferring:
                 summary = await deps.llm.segment_summary(summary, page.text)
             segment = merged_segment(match.segment, page, summary, keywords)
             vector = centroid_update(match.vector, match.size, page.vector)
@@ -229,7 +238,7 @@ class MidTermAgent(RecordStage):
             vector = (await deps.embedder.embed([segment.summary]))[0]
         await deps.repo.save_segment(segment, vector, size)
         state.add_page(segment.segment_id, page.page_id, now, chosen is None)
-        if chosen is not None and page.user_id in self._deferring:
+        if chosen is not None and deferring:
             state.summary_owed(segment.segment_id, page.page_id)
         transition = "segment_created" if chosen is None else "segment_merged"
         deps.metrics.transitions.labels(transition=transition).inc()

@@ -38,6 +38,7 @@ from evaluation.bench_ingest import (
 )
 from evaluation.bench_latency import LatencyResult, measure_latency
 from evaluation.bench_llm import (
+    PAPER_CALLS,
     ConcurrencyRun,
     FakeLLMServer,
     llm_cost,
@@ -146,10 +147,8 @@ async def run_bench(
     result["durability"] = durability
     if runs:
         result["llm_cost"] = llm_cost(runs[-1])
-    # the default (paper-faithful continuity), then MEMORYOS_CONTINUITY_LLM=unclear (issue 20)
-    for name, single in zip(
-        ("single_user", "single_user_continuity_unclear"), singles, strict=False
-    ):
+    # the defaults, then the paper's calls: one by one, every task apart (issue 20)
+    for name, single in zip(("single_user", "single_user_paper_calls"), singles, strict=False):
         result[name] = {
             "latency_ms": sizes.llm_latency_ms,
             "turns": single.turns,
@@ -224,18 +223,19 @@ async def _llm_part(
             settings, server, sizes.llm_concurrency[-1], 1, sizes.single_user_turns, sizes.seed
         )
         runs_single.append(single)
-        say(f"single user: {single.turns_per_s:.2f} turns/s")
-        unclear = await measure_concurrency(
-            settings.model_copy(update={"continuity_llm": "unclear"}),
+        say(f"single user: {single.turns_per_s:.2f} turns/s, "
+            f"{single.calls_per_turn:.2f} calls/turn")  # fmt: skip
+        paper = await measure_concurrency(
+            settings.model_copy(update=PAPER_CALLS),
             server,
             sizes.llm_concurrency[-1],
             1,
             sizes.single_user_turns,
             sizes.seed,
         )
-        runs_single.append(unclear)
-        say(f"single user, continuity_llm=unclear: {unclear.turns_per_s:.2f} turns/s, "
-            f"{unclear.calls_per_turn:.2f} calls/turn")  # fmt: skip
+        runs_single.append(paper)
+        say(f"single user, the paper's calls: {paper.turns_per_s:.2f} turns/s, "
+            f"{paper.calls_per_turn:.2f} calls/turn")  # fmt: skip
         say(f"sequential baseline: {sizes.sequential_turns} turns, calls in series")
         sequential = await sequential_baseline(
             settings, server, mix, sizes.sequential_turns, sizes.seed

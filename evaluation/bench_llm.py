@@ -132,6 +132,10 @@ class FakeLLMServer:
             self._errors = None
 
 
+# The paper's LLM calls: every page's continuity asked, one page at a time, each task apart.
+PAPER_CALLS = {"continuity_llm": "always", "llm_run_max": 1, "llm_combine": False}
+
+
 def llm_settings(server: FakeLLMServer, in_flight: int) -> dict[str, Any]:
     return {
         "llm": "openai",
@@ -257,8 +261,8 @@ def plan_calls(per_turn: dict[str, float], turns: int) -> list[str]:
     by_remainder = sorted(wanted, key=lambda task: wanted[task] - counts[task], reverse=True)
     for task in by_remainder[: max(0, total - sum(counts.values()))]:
         counts[task] += 1
-    order = ("continuity", "topics", "segment_summary", "user_traits", "user_knowledge",
-             "agent_traits")  # fmt: skip
+    order = ("continuity", "topics", "topics_batch", "topics_summary", "segment_summary",
+             "user_traits", "user_knowledge", "agent_traits")  # fmt: skip
     ranked = sorted(counts, key=lambda t: (order.index(t) if t in order else len(order), t))
     return [task for task in ranked for _ in range(counts[task])]
 
@@ -280,6 +284,10 @@ async def sequential_baseline(
             page, previous = pages[index % turns + 1], pages[index % turns]
             if task == "topics":
                 await llm.topics(page.text)
+            elif task == "topics_batch":
+                await llm.topics_many([page.text, previous.text])
+            elif task == "topics_summary":
+                await llm.topics_summary(page.text, "The user talks about their plans.")
             elif task == "segment_summary":
                 await llm.segment_summary("The user talks about their plans.", page.text)
             elif task == "user_traits":

@@ -33,6 +33,10 @@ DEFAULT_REPLIES: dict[str, Reply] = {
     "continuity": "true\nThe user is planning a business trip to Berlin and asks for advice.",
     "topics": _TOPICS_REPLY,
     "topics_batch": topics_batch_reply,
+    "topics_summary": (
+        '{"topics": ' + _TOPICS_REPLY + ', "summary": '
+        '"The user planned a business trip to Berlin and caught a cold."}'
+    ),
     "segment_summary": "The user planned a business trip to Berlin and caught a cold.",
     "user_traits": (
         "Travel Interest: High [Reason: the user is planning a business trip]\n"

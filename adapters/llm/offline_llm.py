@@ -134,6 +134,9 @@ class OfflineLLM:
     async def topics_many(self, dialogues: Sequence[str]) -> list[list[Topic]]:
         return [await self.topics(dialogue) for dialogue in dialogues]
 
+    async def topics_summary(self, dialogue: str, previous_summary: str) -> tuple[list[Topic], str]:
+        return await self.topics(dialogue), await self.segment_summary(previous_summary, dialogue)
+
     async def segment_summary(self, previous_summary: str, dialogue: str) -> str:
         history = [Line("", previous_summary)] if previous_summary.strip() else []
         summary = summarize([*history, *dialogue_lines(dialogue)], limit=3)

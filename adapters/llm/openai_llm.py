@@ -100,6 +100,19 @@ class OpenAILLM:
             one_by_one,
         )
 
+    async def topics_summary(self, dialogue: str, previous_summary: str) -> tuple[list[Topic], str]:
+        async def separately() -> tuple[list[Topic], str]:
+            return await asyncio.gather(
+                self.topics(dialogue), self.segment_summary(previous_summary, dialogue)
+            )
+
+        return await self._task(
+            "topics_summary",
+            prompts.topics_summary(dialogue, previous_summary),
+            parsing.parse_topics_summary,
+            separately,
+        )
+
     async def segment_summary(self, previous_summary: str, dialogue: str) -> str:
         return await self._task(
             "segment_summary",

@@ -149,6 +149,14 @@ def parse_topics_batch(text: str, count: int) -> list[list[Topic]]:
     return [_topics_of(item, text) for item in data]
 
 
+def parse_topics_summary(text: str) -> tuple[list[Topic], str]:
+    """``{"topics": [...], "summary": "..."}``: both parts, or unparseable."""
+    data = find_json(text)
+    if not isinstance(data, dict) or not isinstance(data.get("summary"), str):
+        raise LLMUnparseable(f"no topics and summary object: {_preview(text)}")
+    return _topics_of(data.get("topics"), text), _nonempty(data["summary"])
+
+
 def _topics_of(data: Any, text: str) -> list[Topic]:
     if isinstance(data, dict):
         # Some models wrap the array: {"topics": [...]}; others return a single object.

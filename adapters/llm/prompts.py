@@ -20,6 +20,7 @@ TASK_MARKERS: dict[str, str] = {
     "continuity": "combined conversation continuity detector and meta-summary updater",
     "topics": "expert in analyzing dialogue topics",
     "topics_batch": "expert in analyzing the topics of numbered dialogues",
+    "topics_summary": "expert in analyzing a dialogue's topics and updating a segment summary",
     "segment_summary": "conversation segment summary updater",
     "user_traits": "professional user preference analysis assistant",
     "user_knowledge": "user knowledge extraction engine",
@@ -118,6 +119,30 @@ def topics_batch(dialogues: Sequence[str]) -> Prompt:
         "Every dialogue number must appear. Please directly output the JSON object, without "
         "adding any other content.\n"
         f"{numbered}"
+    )
+    return system, user
+
+
+def topics_summary(dialogue: str, previous_summary: str) -> Prompt:
+    """The topics prompt and the segment-summary prompt in one call: a page's topics, and the
+    summary of the segment it most likely joins, updated with it."""
+    system = (
+        f"You are an {TASK_MARKERS['topics_summary']}. No more than two topics. "
+        "Output ONLY the JSON object (no explanations)."
+    )
+    user = (
+        "1. Please analyze the following dialogue and generate multiple subtopic summaries (if "
+        "applicable), with a maximum of two themes. Each should include the subtopic name, "
+        "keywords, and the summary text.\n"
+        "2. Update the summary of the topic segment below by incorporating the new dialogue: "
+        "start from the previous summary, add or update information from the dialogue, keep "
+        "it concise (under 100 words).\n"
+        "Output one JSON object, for example:\n"
+        '{"topics": [{"theme": "Business trip", "keywords": ["Business trip", "Itinerary"], '
+        '"content": "User mentioned the troubles related to business trips."}], '
+        '"summary": "The user is planning a business trip to Berlin and asked about hotels."}\n'
+        f"Previous segment summary:\n{previous_summary or '(none)'}\n"
+        f"Conversation content:\n{dialogue}"
     )
     return system, user
 
@@ -258,8 +283,10 @@ def repair(task_format: str, problem: str) -> str:
 REPLY_FORMATS: dict[str, str] = {
     "continuity": '"true" or "false" on the first line and the meta-summary on the second line',
     "topics": 'a JSON array of at most two {"theme", "keywords", "content"} objects',
-    "topics_batch": 'a JSON object with every dialogue number as a key and, as its value, '
+    "topics_batch": "a JSON object with every dialogue number as a key and, as its value, "
     'a JSON array of at most two {"theme", "keywords", "content"} objects',
+    "topics_summary": 'a JSON object {"topics": [at most two {"theme", "keywords", '
+    '"content"} objects], "summary": "the updated segment summary"}',
     "segment_summary": "the updated summary as plain text",
     "user_traits": 'lines of the form "Dimension: High|Medium|Low [Reason: ...]", or "None"',
     "user_knowledge": 'a list of "- fact" lines, or "None"',

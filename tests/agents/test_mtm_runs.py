@@ -27,9 +27,15 @@ def turn(user: str, index: int) -> TurnEvent:
     )
 
 
-async def placed(run_max: int, turns: int = 14) -> tuple[Pipeline, FakeLLM]:
+async def placed(run_max: int, combine: bool = True, turns: int = 14) -> tuple[Pipeline, FakeLLM]:
     pipeline = Pipeline(
-        await make_deps(stm_capacity=2, llm_run_max=run_max, theta=0.3, heat_tau=1000.0)
+        await make_deps(
+            stm_capacity=2,
+            llm_run_max=run_max,
+            llm_combine=combine,
+            theta=0.3,
+            heat_tau=1000.0,
+        )
     )
     for index in range(turns):
         await pipeline.send(TURNS, user_key("ann"), dumps(turn("ann", index)))
@@ -47,7 +53,7 @@ async def segments_of(pipeline: Pipeline) -> dict[str, tuple[list[str], list[str
 
 
 async def test_a_run_places_every_page_as_one_by_one_with_fewer_llm_calls() -> None:
-    alone, alone_llm = await placed(run_max=1)
+    alone, alone_llm = await placed(run_max=1, combine=False)  # the paper's calls
     together, together_llm = await placed(run_max=8)
     assert await segments_of(together) == await segments_of(alone)
     one_by_one, in_runs = Counter(alone_llm.calls), Counter(together_llm.calls)
@@ -59,6 +65,27 @@ async def test_a_run_places_every_page_as_one_by_one_with_fewer_llm_calls() -> N
     assert one_by_one["summary"] == merges > 0
     # One summary per segment a run merged pages into, not one per merge.
     assert 0 < in_runs["summary"] < one_by_one["summary"]
+
+
+async def test_one_page_asks_its_topics_and_its_likeliest_segments_summary_in_one_call() -> None:
+    paper, paper_llm = await placed(run_max=1, combine=False)
+    combined, combined_llm = await placed(run_max=1, combine=True)
+    assert await segments_of(combined) == await segments_of(paper)
+    calls, paper_calls = Counter(combined_llm.calls), Counter(paper_llm.calls)
+    # Every page but the first has a segment to join: topics and its summary in one call.
+    assert calls["topics_summary"] == 11
+    assert calls["topics"] == 1
+    assert calls["summary"] < paper_calls["summary"]
+    placed_calls = ("topics", "topics_summary", "summary")
+    assert sum(calls[t] for t in placed_calls) < sum(paper_calls[t] for t in placed_calls)
+    summaries = {
+        k.segment.segment_id: k.segment.summary
+        for k in await combined.deps.repo.all_segments("ann")
+    }
+    expected = {
+        k.segment.segment_id: k.segment.summary for k in await paper.deps.repo.all_segments("ann")
+    }
+    assert summaries == expected  # the fake answers both ways alike
 
 
 async def test_a_run_writes_every_merged_page_into_its_segments_summary() -> None:

@@ -140,21 +140,25 @@ async def service_for(pipeline: Pipeline, tmp_path: Path) -> ResponseService:
     return ResponseService(pipeline.deps, pipeline, SqliteJournal(tmp_path / "journal.sqlite3"))
 
 
+PAPER_CALLS = {"llm_run_max": 1, "llm_combine": False}
+
+
 @pytest.mark.parametrize(
-    ("held", "run_max"),
+    ("held", "calls"),
     [
-        ("continuity", 8),
-        ("topics_batch", 8),  # a run of evicted pages: one topics call for them all
-        ("summary", 8),  # the run's merged summaries, written after its last page
-        ("topics", 1),  # one page at a time, as the paper
-        ("summary", 1),
-        ("user_knowledge", 8),
+        ("continuity", {}),
+        ("topics_batch", {}),  # a run of evicted pages: one topics call for them all
+        ("summary", {}),  # the run's merged summaries, written after its last page
+        ("topics_summary", {"llm_run_max": 1}),  # one page: topics and summary in one call
+        ("topics", PAPER_CALLS),  # one page at a time, one call per task, as the paper
+        ("summary", PAPER_CALLS),
+        ("user_knowledge", {}),
     ],
 )
 async def test_delete_while_a_stage_waits_on_the_llm_forgets_for_good(
-    tmp_path: Path, held: str, run_max: int
+    tmp_path: Path, held: str, calls: dict[str, object]
 ) -> None:
-    pipeline = Pipeline(await make_deps(continuity_llm="always", llm_run_max=run_max))
+    pipeline = Pipeline(await make_deps(continuity_llm="always", **calls))
     service = await service_for(pipeline, tmp_path)
     await service.add_turns([turn("ann", i) for i in range(8)])
     llm = pipeline.deps.llm

@@ -230,6 +230,29 @@ async def test_an_unreadable_batch_reply_asks_each_page_alone(
     assert llm.usage["topics_batch"].fallbacks == 1
 
 
+async def test_topics_and_a_merged_summary_in_one_call(
+    llm: OpenAILLM, fake_openai: FakeOpenAI
+) -> None:
+    topics, summary = await llm.topics_summary(DIALOGUE, "The user plans a trip.")
+    assert [r.task for r in fake_openai.requests] == ["topics_summary"]
+    assert topics == await llm.topics(DIALOGUE)
+    assert summary == await llm.segment_summary("The user plans a trip.", DIALOGUE)
+    prompt = fake_openai.requests[0].body["messages"][-1]["content"]
+    assert "The user plans a trip." in prompt
+    assert "Pergamon" in prompt
+
+
+async def test_an_unreadable_combined_reply_asks_both_tasks_apart(
+    llm: OpenAILLM, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.replies["topics_summary"] = '{"topics": []}'  # no summary, twice
+    topics, summary = await llm.topics_summary(DIALOGUE, "Before.")
+    tasks = sorted(r.task for r in fake_openai.requests)
+    assert tasks == ["segment_summary", "topics", "topics_summary", "topics_summary"]
+    assert topics == await llm.topics(DIALOGUE)
+    assert summary == await llm.segment_summary("Before.", DIALOGUE)
+
+
 async def test_in_flight_limit_is_respected(
     fake_openai: FakeOpenAI, sleeps: RecordingSleep
 ) -> None:

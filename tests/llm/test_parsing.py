@@ -11,6 +11,7 @@ from adapters.llm.parsing import (
     parse_summary,
     parse_topics,
     parse_topics_batch,
+    parse_topics_summary,
     parse_traits,
     strip_think,
 )
@@ -166,3 +167,13 @@ def test_topics_of_several_dialogues_refuse_a_missing_one() -> None:
         parse_topics_batch(f'{{"1": {one}, "3": {one}}}', 2)
     with pytest.raises(LLMUnparseable, match="not 2"):
         parse_topics_batch(f"[{one}]", 2)
+
+
+def test_topics_with_a_summary_need_both() -> None:
+    one = '[{"theme": "Trip", "keywords": ["Berlin"], "content": "A trip."}]'
+    topics, summary = parse_topics_summary(f'{{"topics": {one}, "summary": "Trip to Berlin."}}')
+    assert ([t.theme for t in topics], summary) == (["Trip"], "Trip to Berlin.")
+    with pytest.raises(LLMUnparseable):
+        parse_topics_summary(f'{{"topics": {one}}}')
+    with pytest.raises(LLMUnparseable):
+        parse_topics_summary('{"topics": [], "summary": "x"}')

@@ -341,7 +341,7 @@ async def test_f6_retry_after_the_heat_state_write_failed_merges_a_page_twice() 
 
 
 async def test_f7_dead_lettered_turns_leak_their_prepared_pages() -> None:
-    pipeline = Pipeline(await make_deps())
+    pipeline = Pipeline(await make_deps(continuity_llm="always"))  # the chain asks the LLM
     llm = pipeline.deps.llm
     assert isinstance(llm, FakeLLM)
 
@@ -362,7 +362,7 @@ async def test_f7b_a_later_turn_takes_a_dead_turns_page_by_id_reuse() -> None:
     """The consequence: id() of a freed TurnEvent is reused by a later TurnEvent; when its
     batch embedding failed, ``handle`` pops the stale page and links the dead turn (here
     another user's) instead of its own."""
-    pipeline = Pipeline(await make_deps())
+    pipeline = Pipeline(await make_deps(continuity_llm="always"))  # the chain asks the LLM
     llm = pipeline.deps.llm
     assert isinstance(llm, FakeLLM)
 

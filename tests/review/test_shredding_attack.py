@@ -42,7 +42,8 @@ pytestmark = pytest.mark.asyncio
 
 @pytest.fixture
 async def pipeline() -> Pipeline:
-    return Pipeline(await make_deps())
+    # The LLM at every stage, continuity included: a test fails the chain stage's calls.
+    return Pipeline(await make_deps(continuity_llm="always"))
 
 
 async def readable(pipeline: Pipeline, needle: bytes) -> list[bytes]:

@@ -70,6 +70,12 @@ class BagEmbedder:
         return None
 
 
+def _summary(previous_summary: str, dialogue: str) -> str:
+    """The fake's summary: the previous one and the start of each user line it was given."""
+    said = [line[:40] for line in dialogue.splitlines() if line.startswith("User: ")]
+    return " | ".join([previous_summary, *(said or [dialogue[:40]])])
+
+
 class FakeLLM:
     """Answers by rule; ``hook(task)`` runs first in every call (to fail or to block)."""
 
@@ -97,10 +103,15 @@ class FakeLLM:
         await self._enter("topics_batch")
         return [[Topic("talk", sorted(set(tokens(d)))[:5], d[:80])] for d in dialogues]
 
+    async def topics_summary(self, dialogue: str, previous_summary: str) -> tuple[list[Topic], str]:
+        await self._enter("topics_summary")
+        return [Topic("talk", sorted(set(tokens(dialogue)))[:5], dialogue[:80])], _summary(
+            previous_summary, dialogue
+        )
+
     async def segment_summary(self, previous_summary: str, dialogue: str) -> str:
         await self._enter("summary")
-        said = [line[:40] for line in dialogue.splitlines() if line.startswith("User: ")]
-        return " | ".join([previous_summary, *(said or [dialogue[:40]])])
+        return _summary(previous_summary, dialogue)
 
     async def user_traits(self, known: Mapping[str, Trait], dialogue: str) -> dict[str, Trait]:
         await self._enter("user_traits")
