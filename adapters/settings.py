@@ -191,7 +191,7 @@ class Settings(BaseSettings):
         "updated summary of the segment it most likely joins (false: two calls, the paper)",
     )
     continuity_llm: Literal["always", "unclear"] = Field(
-        "unclear",
+        "always",
         description="ask the LLM whether a page continues its chain: always (the paper), or "
         "only when the embedding and keyword signals are unclear (fewer LLM calls)",
     )
