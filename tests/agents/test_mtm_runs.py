@@ -99,19 +99,25 @@ async def test_a_run_writes_every_merged_page_into_its_segments_summary() -> Non
     assert state.stale_summaries() == {}
 
 
-async def test_a_summary_the_run_could_not_write_stays_owed_until_the_next_run() -> None:
-    pipeline = Pipeline(await make_deps(stm_capacity=2, llm_run_max=8, theta=0.3, heat_tau=1000.0))
+async def with_task_down(task: str, turns: int, **settings: object) -> tuple[Pipeline, FakeLLM]:
+    """``turns`` of ann's through a pipeline whose LLM fails every ``task`` call."""
+    pipeline = Pipeline(await make_deps(stm_capacity=2, llm_run_max=8, **settings))
     llm = pipeline.deps.llm
     assert isinstance(llm, FakeLLM)
 
-    async def summaries_down(task: str) -> None:
-        if task == "summary":
+    async def down(called: str) -> None:
+        if called == task:
             raise OSError("llm down")
 
-    llm.hook = summaries_down
-    for index in range(10):
+    llm.hook = down
+    for index in range(turns):
         await pipeline.send(TURNS, user_key("ann"), dumps(turn("ann", index)))
     await pipeline.drain()
+    return pipeline, llm
+
+
+async def test_a_summary_the_run_could_not_write_stays_owed_until_the_next_run() -> None:
+    pipeline, llm = await with_task_down("summary", 10, theta=0.3, heat_tau=1000.0)
     state = MidTermState.from_dict(await pipeline.deps.repo.load_doc("ann", HEAT_DOC))
     owed = state.stale_summaries()
     assert owed, "the merged pages are owed to their summaries"
@@ -131,18 +137,7 @@ async def test_a_summary_the_run_could_not_write_stays_owed_until_the_next_run()
 
 
 async def test_a_failed_batched_topics_call_falls_back_to_one_call_per_page() -> None:
-    pipeline = Pipeline(await make_deps(stm_capacity=2, llm_run_max=8))
-    llm = pipeline.deps.llm
-    assert isinstance(llm, FakeLLM)
-
-    async def batch_down(task: str) -> None:
-        if task == "topics_batch":
-            raise OSError("llm down")
-
-    llm.hook = batch_down
-    for index in range(6):
-        await pipeline.send(TURNS, user_key("ann"), dumps(turn("ann", index)))
-    await pipeline.drain()
+    pipeline, llm = await with_task_down("topics_batch", 6)
     assert Counter(llm.calls)["topics"] == 4
     assert not pipeline.dead_letters()
     assert sum(len(k.segment.page_ids) for k in await pipeline.deps.repo.all_segments("ann")) == 4
