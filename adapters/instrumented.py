@@ -16,6 +16,7 @@ from adapters.ports import (
     Embedder,
     Filter,
     Hit,
+    PersonaFacts,
     Point,
     PromptMemory,
     SparseVector,
@@ -76,6 +77,10 @@ class InstrumentedLLM:
     async def agent_traits(self, dialogue: str) -> list[str]:
         async with self._timed("agent_traits"):
             return await self.inner.agent_traits(dialogue)
+
+    async def persona(self, known: Mapping[str, Trait], dialogue: str) -> PersonaFacts:
+        async with self._timed("persona"):
+            return await self.inner.persona(known, dialogue)
 
     async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer:
         async with self._timed("respond"):

@@ -136,6 +136,15 @@ class Topic:
 
 
 @dataclass(frozen=True)
+class PersonaFacts:
+    """The persona stage's three analyses of one dialogue."""
+
+    traits: dict[str, Trait]  # the known traits, updated
+    user_knowledge: list[str]
+    agent_traits: list[str]
+
+
+@dataclass(frozen=True)
 class PromptMemory:
     """What went into a response prompt, kept structured for the offline backend."""
 
@@ -185,6 +194,11 @@ class LLM(Protocol):
 
     async def agent_traits(self, dialogue: str) -> list[str]:
         """Facts about the assistant's identity or knowledge."""
+        ...
+
+    async def persona(self, known: Mapping[str, Trait], dialogue: str) -> PersonaFacts:
+        """``user_traits``, ``user_knowledge`` and ``agent_traits`` of one dialogue together
+        (one call where it can)."""
         ...
 
     async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer: ...

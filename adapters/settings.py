@@ -187,8 +187,9 @@ class Settings(BaseSettings):
     )
     llm_combine: bool = Field(
         True,
-        description="one LLM call where a page needs two answers: its topics and the "
-        "updated summary of the segment it most likely joins (false: two calls, the paper)",
+        description="one LLM call where the paper asks several about the same text: a page's "
+        "topics and the updated summary of the segment it most likely joins; a hot segment's "
+        "user traits, user knowledge and assistant knowledge (false: a call each, the paper)",
     )
     continuity_llm: Literal["always", "unclear"] = Field(
         "always",

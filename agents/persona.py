@@ -22,7 +22,15 @@ from memory.persona import (
 )
 from memory.profile import profile_from_facts
 from schemas.codec import dumps
-from schemas.records import ForgetUser, Page, PersonaApplied, PersonaInput, PersonaJob
+from schemas.records import (
+    ForgetUser,
+    Page,
+    Persona,
+    PersonaApplied,
+    PersonaInput,
+    PersonaJob,
+    Trait,
+)
 from schemas.topics import user_key
 
 
@@ -52,18 +60,7 @@ class PersonaAgent(RecordStage):
             persona = await deps.repo.load_persona(job.user_id)
             # LLMError propagates: the runner retries and dead-letters; nothing half-done is
             # stored, and no acknowledgement goes back, so the segment stays hot.
-            (traits, user_facts), agent_facts = await asyncio.gather(
-                asyncio.gather(
-                    deps.llm.user_traits(persona.traits, dialogue),
-                    deps.llm.user_knowledge(dialogue),
-                ),
-                asyncio.gather(
-                    *(
-                        deps.llm.agent_traits(dialogue_text(pages))
-                        for pages in by_assistant.values()
-                    )
-                ),
-            )
+            traits, user_facts, agent_facts = await self._analyse(persona, dialogue, by_assistant)
             knowledge, dropped_knowledge = append_facts(
                 persona.user_knowledge, user_facts, settings.user_kb_capacity
             )
@@ -91,6 +88,23 @@ class PersonaAgent(RecordStage):
             user_id=job.user_id, segment_id=job.segment_id, page_ids=job.page_ids
         )
         await self.send_mid_term(key=user_key(job.user_id), value=dumps(applied))
+
+    async def _analyse(
+        self, persona: Persona, dialogue: str, by_assistant: dict[str, list[Page]]
+    ) -> tuple[dict[str, Trait], list[str], list[list[str]]]:
+        """Traits and user facts of the whole dialogue, agent facts of each assistant's part:
+        one call when a single assistant took part and calls may be combined."""
+        llm = self.deps.llm
+        if self.deps.settings.llm_combine and len(by_assistant) == 1:
+            found = await llm.persona(persona.traits, dialogue)
+            return found.traits, found.user_knowledge, [found.agent_traits]
+        (traits, user_facts), agent_facts = await asyncio.gather(
+            asyncio.gather(llm.user_traits(persona.traits, dialogue), llm.user_knowledge(dialogue)),
+            asyncio.gather(
+                *(llm.agent_traits(dialogue_text(pages)) for pages in by_assistant.values())
+            ),
+        )
+        return traits, user_facts, list(agent_facts)
 
     async def forget(self, marker: ForgetUser) -> None:
         """The last stage: purge the persona and close the tombstone; reads resume."""

@@ -262,7 +262,7 @@ def plan_calls(per_turn: dict[str, float], turns: int) -> list[str]:
     for task in by_remainder[: max(0, total - sum(counts.values()))]:
         counts[task] += 1
     order = ("continuity", "topics", "topics_batch", "topics_summary", "segment_summary",
-             "user_traits", "user_knowledge", "agent_traits")  # fmt: skip
+             "user_traits", "user_knowledge", "agent_traits", "persona")  # fmt: skip
     ranked = sorted(counts, key=lambda t: (order.index(t) if t in order else len(order), t))
     return [task for task in ranked for _ in range(counts[task])]
 
@@ -296,6 +296,8 @@ async def sequential_baseline(
                 await llm.user_knowledge(dialogue)
             elif task == "agent_traits":
                 await llm.agent_traits(dialogue)
+            elif task == "persona":
+                await llm.persona({}, dialogue)
             else:
                 await llm.continuity(previous, page)
         elapsed = time.perf_counter() - started

@@ -50,6 +50,11 @@ DEFAULT_REPLIES: dict[str, Reply] = {
     "respond": "Berlin",
     "unknown": "OK",
 }
+# The combined persona reply: the three canned analyses, each under its header.
+DEFAULT_REPLIES["persona"] = "\n".join(
+    [f"[User Traits]\n{DEFAULT_REPLIES['user_traits']}"]
+    + [str(DEFAULT_REPLIES[task]) for task in ("user_knowledge", "agent_traits")]
+)
 GARBAGE = "~~ lorem ipsum dolor sit amet; the model rambled off ~~"
 THINKING = "<think>Let me think about the format first.</think>\n"
 

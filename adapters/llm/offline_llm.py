@@ -22,7 +22,7 @@ from adapters.llm.extractive import (
     tokens,
 )
 from adapters.llm.offline_traits import detect_traits, merge_traits
-from adapters.ports import Answer, Embedder, PromptMemory, Topic
+from adapters.ports import Answer, Embedder, PersonaFacts, PromptMemory, Topic
 from memory.chain import ContinuityVerdict
 from memory.scoring import cosine, jaccard
 from schemas.records import Page, Trait
@@ -151,6 +151,13 @@ class OfflineLLM:
 
     async def agent_traits(self, dialogue: str) -> list[str]:
         return _first_person_facts(dialogue, ("assistant",), _FIRST_PERSON_AGENT)
+
+    async def persona(self, known: Mapping[str, Trait], dialogue: str) -> PersonaFacts:
+        return PersonaFacts(
+            await self.user_traits(known, dialogue),
+            await self.user_knowledge(dialogue),
+            await self.agent_traits(dialogue),
+        )
 
     async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer:
         """The memory sentence sharing most content words with the query: bare in the

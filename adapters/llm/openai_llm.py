@@ -24,7 +24,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from adapters.llm import parsing, prompts
 from adapters.llm.offline_llm import OfflineLLM
 from adapters.llm.retry import RetryPolicy, Sleep, TaskUsage, call_with_retries, openai_client
-from adapters.ports import Answer, Embedder, PromptMemory, Topic
+from adapters.ports import Answer, Embedder, PersonaFacts, PromptMemory, Topic
 from adapters.settings import Settings
 from memory.chain import ContinuityVerdict
 from schemas.errors import LLMError, LLMQuotaExceeded, LLMUnparseable
@@ -145,6 +145,22 @@ class OpenAILLM:
             prompts.agent_traits(dialogue),
             parsing.parse_facts,
             lambda: self._fallback.agent_traits(dialogue),
+        )
+
+    async def persona(self, known: Mapping[str, Trait], dialogue: str) -> PersonaFacts:
+        async def separately() -> PersonaFacts:
+            traits, user_facts, agent_facts = await asyncio.gather(
+                self.user_traits(known, dialogue),
+                self.user_knowledge(dialogue),
+                self.agent_traits(dialogue),
+            )
+            return PersonaFacts(traits, user_facts, agent_facts)
+
+        return await self._task(
+            "persona",
+            prompts.persona(known, dialogue),
+            lambda text: parsing.parse_persona(text, known),
+            separately,
         )
 
     async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 from adapters.llm.traits import canonical_dimension
-from adapters.ports import Topic
+from adapters.ports import PersonaFacts, Topic
 from memory.chain import ContinuityVerdict
 from schemas.errors import LLMUnparseable
 from schemas.records import Trait
@@ -233,6 +233,32 @@ def parse_facts(text: str) -> list[str]:
     if facts or saw_none:
         return list(dict.fromkeys(facts))
     raise LLMUnparseable(f"no '- fact' lines and no 'None' in reply: {_preview(text)}")
+
+
+_SECTION = re.compile(
+    r"^[\s#*]*\[?\s*(user traits|user knowledge|assistant knowledge)\s*\]?[\s*:]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def parse_persona(text: str, known: Mapping[str, Trait]) -> PersonaFacts:
+    """The three headed sections of the combined persona reply; every one must be there and
+    readable on its own (a missing section is not read as "None")."""
+    cleaned = _clean(text)
+    headers = list(_SECTION.finditer(cleaned))
+    bodies: dict[str, str] = {}
+    for header, after in zip(headers, [*headers[1:], None], strict=True):
+        end = after.start() if after is not None else len(cleaned)
+        bodies.setdefault(header.group(1).lower(), cleaned[header.end() : end])
+    missing = [name for name in ("user traits", "user knowledge", "assistant knowledge")
+               if name not in bodies]  # fmt: skip
+    if missing:
+        raise LLMUnparseable(f"persona reply lacks {', '.join(missing)}: {_preview(text)}")
+    return PersonaFacts(
+        traits={**known, **parse_traits(bodies["user traits"])},
+        user_knowledge=parse_facts(bodies["user knowledge"]),
+        agent_traits=parse_facts(bodies["assistant knowledge"]),
+    )
 
 
 def parse_summary(text: str) -> str:

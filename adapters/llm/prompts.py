@@ -25,6 +25,7 @@ TASK_MARKERS: dict[str, str] = {
     "user_traits": "professional user preference analysis assistant",
     "user_knowledge": "user knowledge extraction engine",
     "agent_traits": "assistant knowledge extraction engine",
+    "persona": "persona analyst of user traits, user knowledge and assistant knowledge",
     "respond": "You are role-playing as",
 }
 
@@ -272,6 +273,37 @@ def agent_traits(dialogue: str) -> Prompt:
     return system, user
 
 
+PERSONA_SECTIONS = ("User Traits", "User Knowledge", "Assistant Knowledge")
+
+
+def persona(known: Mapping[str, Trait], dialogue: str) -> Prompt:
+    """The user-traits, user-knowledge and assistant-knowledge prompts as one call: the three
+    analyses read the same dialogue, so one reply in three sections replaces three calls."""
+    traits, facts, agent = (f"[{name}]" for name in PERSONA_SECTIONS)
+    system = (
+        f"You are a {TASK_MARKERS['persona']}. From one user-AI dialogue you produce three "
+        "analyses, each under its own header, and nothing else."
+    )
+    user = (
+        f"{traits}\nAnalyze the user's personality preferences on the dimensions below. For "
+        "each dimension reflected in the dialogue, write one line:\n"
+        "Dimension: Level (High/Medium/Low) [Reason: briefly explain or cite the dialogue]\n"
+        'Do not list dimensions the dialogue does not reflect; write "None" if there are none.'
+        f"\n\nThe dimensions:\n\n{_format_dimensions()}\n\n"
+        "Known user personality (update based on this):\n"
+        f"{_format_known(known)}\n\n"
+        f"{facts}\nExtract ONLY explicit statements by the user about themselves (facts, events, "
+        "plans, preferences, people, possessions) as concise first-person '- fact' lines, with "
+        'the time and event where the conversation gives them, or "None".\n\n'
+        f"{agent}\nExtract ONLY explicit statements about the assistant's identity or knowledge "
+        "as concise first-person '- fact' lines with time and event, or \"None\".\n\n"
+        "Reply in exactly this shape:\n"
+        f"{traits}\nDimension: Level [Reason: ...]\n{facts}\n- [Fact 1]\n{agent}\n- None\n\n"
+        f"Conversation:\n{dialogue}"
+    )
+    return system, user
+
+
 def repair(task_format: str, problem: str) -> str:
     """The follow-up message after a reply that could not be parsed."""
     return (
@@ -291,5 +323,7 @@ REPLY_FORMATS: dict[str, str] = {
     "user_traits": 'lines of the form "Dimension: High|Medium|Low [Reason: ...]", or "None"',
     "user_knowledge": 'a list of "- fact" lines, or "None"',
     "agent_traits": 'a list of "- fact" lines, or "None"',
+    "persona": "the three headers [User Traits], [User Knowledge] and [Assistant Knowledge], "
+    'each followed by its lines ("Dimension: Level [Reason: ...]" or "- fact"), or "None"',
     "respond": "the answer text",
 }

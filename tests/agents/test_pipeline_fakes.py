@@ -65,6 +65,25 @@ async def test_turns_flow_through_every_tier_in_order(pipeline: Pipeline) -> Non
     assert not pipeline.dead_letters()
 
 
+async def test_the_persona_asks_one_call_where_the_paper_asks_three() -> None:
+    calls, knowledge = {}, {}
+    for combine in (True, False):
+        pipeline = Pipeline(await make_deps(llm_combine=combine))
+        await ingest(pipeline, "ann", 8)
+        await pipeline.drain()
+        llm = pipeline.deps.llm
+        assert isinstance(llm, FakeLLM)
+        calls[combine] = {task: llm.calls.count(task) for task in set(llm.calls)}
+        knowledge[combine] = (await pipeline.deps.repo.load_persona("ann")).user_knowledge
+    assert knowledge[True]
+    assert knowledge[True] == knowledge[False]
+    jobs = calls[False]["user_knowledge"]
+    assert jobs
+    assert calls[False]["user_traits"] == calls[False]["agent_traits"] == jobs
+    assert calls[True]["persona"] == jobs
+    assert not {"user_traits", "user_knowledge", "agent_traits"} & set(calls[True])
+
+
 async def test_replaying_every_topic_changes_nothing(pipeline: Pipeline) -> None:
     await ingest(pipeline, "ann", 8)
     await pipeline.drain()
@@ -152,7 +171,8 @@ PAPER_CALLS = {"llm_run_max": 1, "llm_combine": False}
         ("topics_summary", {"llm_run_max": 1}),  # one page: topics and summary in one call
         ("topics", PAPER_CALLS),  # one page at a time, one call per task, as the paper
         ("summary", PAPER_CALLS),
-        ("user_knowledge", {}),
+        ("persona", {}),  # the three persona analyses in one call
+        ("user_knowledge", PAPER_CALLS),
     ],
 )
 async def test_delete_while_a_stage_waits_on_the_llm_forgets_for_good(

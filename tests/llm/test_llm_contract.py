@@ -96,3 +96,11 @@ async def test_respond_returns_an_answer(llm: LLM) -> None:
     assert answer.text.strip()
     assert answer.prompt_tokens >= 0
     assert answer.completion_tokens >= 0
+
+
+async def test_persona_gives_the_three_analyses_as_apart(llm: LLM) -> None:
+    known = {"Openness": Trait(level="Medium", reason="earlier")}
+    together = await llm.persona(known, DIALOGUE)
+    assert together.traits == await llm.user_traits(known, DIALOGUE)
+    assert together.user_knowledge == await llm.user_knowledge(DIALOGUE)
+    assert together.agent_traits == await llm.agent_traits(DIALOGUE)

@@ -253,6 +253,29 @@ async def test_an_unreadable_combined_reply_asks_both_tasks_apart(
     assert summary == await llm.segment_summary("Before.", DIALOGUE)
 
 
+async def test_persona_analyses_in_one_call(llm: OpenAILLM, fake_openai: FakeOpenAI) -> None:
+    known = {"Openness": Trait(level="Medium", reason="earlier")}
+    found = await llm.persona(known, DIALOGUE)
+    assert [r.task for r in fake_openai.requests] == ["persona"]
+    assert found.traits == await llm.user_traits(known, DIALOGUE)
+    assert found.user_knowledge == await llm.user_knowledge(DIALOGUE)
+    assert found.agent_traits == await llm.agent_traits(DIALOGUE)
+    prompt = fake_openai.requests[0].body["messages"][-1]["content"]
+    assert "Openness: Medium" in prompt
+    assert "Pergamon" in prompt
+
+
+async def test_an_unreadable_persona_reply_asks_the_three_apart(
+    llm: OpenAILLM, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.replies["persona"] = "[User Traits]\nNone"  # two sections missing, twice
+    found = await llm.persona({}, DIALOGUE)
+    tasks = sorted(r.task for r in fake_openai.requests)
+    assert tasks == ["agent_traits", "persona", "persona", "user_knowledge", "user_traits"]
+    assert found.user_knowledge == await llm.user_knowledge(DIALOGUE)
+    assert llm.usage["persona"].fallbacks == 1
+
+
 async def test_in_flight_limit_is_respected(
     fake_openai: FakeOpenAI, sleeps: RecordingSleep
 ) -> None:

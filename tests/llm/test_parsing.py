@@ -8,6 +8,7 @@ from adapters.llm.parsing import (
     parse_answer,
     parse_continuity,
     parse_facts,
+    parse_persona,
     parse_summary,
     parse_topics,
     parse_topics_batch,
@@ -16,6 +17,7 @@ from adapters.llm.parsing import (
     strip_think,
 )
 from schemas.errors import LLMUnparseable
+from schemas.records import Trait
 
 TOPICS = '[{"theme": "Trip", "keywords": ["Berlin", "flight"], "content": "User plans a trip."}]'
 
@@ -177,3 +179,24 @@ def test_topics_with_a_summary_need_both() -> None:
         parse_topics_summary(f'{{"topics": {one}}}')
     with pytest.raises(LLMUnparseable):
         parse_topics_summary('{"topics": [], "summary": "x"}')
+
+
+def test_persona_reads_three_sections_and_keeps_known_traits() -> None:
+    known = {"Openness": Trait(level="Medium", reason="earlier")}
+    reply = (
+        "**[User Traits]**\nTravel Interest: High [Reason: plans a trip]\n\n"
+        "[User Knowledge]\n- I plan a trip to Berlin.\n"
+        "## Assistant Knowledge\nNone"
+    )
+    found = parse_persona(reply, known)
+    assert set(found.traits) == {"Openness", "Travel Interest"}
+    assert found.traits["Travel Interest"].reason == "plans a trip"
+    assert found.user_knowledge == ["I plan a trip to Berlin."]
+    assert found.agent_traits == []
+
+
+def test_persona_refuses_a_missing_or_unreadable_section() -> None:
+    with pytest.raises(LLMUnparseable, match="assistant knowledge"):
+        parse_persona("[User Traits]\nNone\n[User Knowledge]\n- I ski.", {})
+    with pytest.raises(LLMUnparseable):  # a section with neither facts nor "None"
+        parse_persona("[User Traits]\nNone\n[User Knowledge]\n\n[Assistant Knowledge]\nNone", {})

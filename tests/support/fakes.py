@@ -24,7 +24,7 @@ from adapters.deps import Deps
 from adapters.history import DeadLetterNotes
 from adapters.journal import Journal
 from adapters.metrics import Metrics
-from adapters.ports import Answer, PromptMemory, Topic
+from adapters.ports import Answer, PersonaFacts, PromptMemory, Topic
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
 from adapters.stores.qdrant import QdrantStore
@@ -124,6 +124,10 @@ class FakeLLM:
     async def agent_traits(self, dialogue: str) -> list[str]:
         await self._enter("agent_traits")
         return []
+
+    async def persona(self, known: Mapping[str, Trait], dialogue: str) -> PersonaFacts:
+        await self._enter("persona")
+        return PersonaFacts(dict(known), [f"I said: {dialogue.splitlines()[0][6:60]}"], [])
 
     async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer:
         await self._enter("respond")
