@@ -192,7 +192,7 @@ class Settings(BaseSettings):
         "user traits, user knowledge and assistant knowledge (false: a call each, the paper)",
     )
     continuity_llm: Literal["always", "unclear"] = Field(
-        "always",
+        "unclear",
         description="ask the LLM whether a page continues its chain: always (the paper), or "
         "only when the embedding and keyword signals are unclear (fewer LLM calls)",
     )

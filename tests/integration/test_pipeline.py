@@ -35,7 +35,10 @@ HIKING = [
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
-    async with running_stack(tmp_path_factory.mktemp("pipeline"), stm_capacity=3) as running:
+    # The chain stage asks the LLM for every page: tests fail and slow its continuity calls.
+    async with running_stack(
+        tmp_path_factory.mktemp("pipeline"), stm_capacity=3, continuity_llm="always"
+    ) as running:
         yield running
 
 
