@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from adapters import tracing
+from adapters.doc_codec import doc_data
 from adapters.ports import PERSONAS, Clock
 from adapters.repository import MemoryRepository
 from schemas.turn import ID_PATTERN
@@ -80,7 +81,7 @@ async def dead_letters(repo: MemoryRepository, user_id: str) -> list[dict[str, A
     entries = [
         dict(entry)
         for point in points
-        for entry in _entries(point.payload.get("data"))
+        for entry in _entries(doc_data(point.payload))
         if isinstance(entry, Mapping)
     ]
     return sorted(entries, key=lambda entry: str(entry.get("at", "")))

@@ -139,10 +139,19 @@ class InstrumentedStore:
         sparse: SparseVector | None = None,
         with_vectors: bool = False,
         lexical_only: bool = False,
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         async with self._timed("search"):
             return await self.inner.search(
-                collection, user_id, vector, limit, where, sparse, with_vectors, lexical_only
+                collection,
+                user_id,
+                vector,
+                limit,
+                where,
+                sparse,
+                with_vectors,
+                lexical_only,
+                fields,
             )
 
     async def retrieve(

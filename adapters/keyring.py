@@ -29,6 +29,7 @@ import orjson
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from adapters.doc_codec import doc_data
 from adapters.ports import PERSONAS
 from adapters.repository import MemoryRepository
 from schemas.errors import InvalidEvent
@@ -165,7 +166,7 @@ class Keyring:
         no tombstone yet) outlives the DELETE's own purge; the last stage's pass ends it."""
         self.forget(user_id)
         points = await self._repo.store.scroll(PERSONAS, user_id, {KEY_DOC: True})
-        stale = [p.id for p in points if int(p.payload["data"]["gen"]) < gen - SAME_DELETE_MS]
+        stale = [p.id for p in points if int(doc_data(p.payload)["gen"]) < gen - SAME_DELETE_MS]
         if stale:
             await self._repo.store.delete(PERSONAS, stale)
 

@@ -95,9 +95,11 @@ class VectorStore(Protocol):
         sparse: SparseVector | None = None,
         with_vectors: bool = False,
         lexical_only: bool = False,
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         """Nearest points of one user; with ``sparse`` the dense and lexical lists are fused
-        (``lexical_only``: ranked by the sparse vector alone)."""
+        (``lexical_only``: ranked by the sparse vector alone). ``fields``: only these payload
+        fields (``[]``: none), for a ranking that reads a few fields of many points."""
         ...
 
     async def retrieve(

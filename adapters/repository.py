@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from adapters.doc_codec import DATA, doc_data, encode_doc
 from adapters.ports import (
     AGENT_TRAITS,
     PAGES,
@@ -26,7 +27,7 @@ from adapters.ports import (
 from memory import ids
 from memory.persona import FactKind, assistant_of
 from memory.scoring import SegmentCandidate
-from memory.text import keyword_set, lexical_vector, token_index
+from memory.text import lexical_vector, phrase_tokens, token_index
 from schemas.records import Page, Persona, Segment
 
 STM = "stm"
@@ -41,6 +42,7 @@ PAIRING_DOC = "pairing"  # written by the pairing stage only: messages waiting f
 # Assistant profiles belong to no user: kept under a key no user id can take (ids start with
 # a letter or digit), so no user's DELETE removes them.
 ASSISTANTS = "@assistants"
+POOL_FIELDS = ("page_id", "seq", "timestamp", "segment_id")  # what a page ranking reads
 FACT_COLLECTIONS = {FactKind.USER: USER_KNOWLEDGE, FactKind.AGENT: AGENT_TRAITS}
 
 
@@ -52,7 +54,7 @@ class StoredSegment:
 
     def candidate(self, cosine: float) -> SegmentCandidate:
         """This segment as the F-score sees it (used by placement and by retrieval alike)."""
-        keywords = frozenset(keyword_set(self.segment.keywords))
+        keywords = phrase_tokens(tuple(self.segment.keywords))
         return SegmentCandidate(self.segment.segment_id, cosine, keywords)
 
 
@@ -138,7 +140,7 @@ class MemoryRepository:
         where: Filter = {"tier": MTM} if segment_ids is None else {"segment_id": list(segment_ids)}
         return await self._search(user_id, vector, text, limit, where, lexical_only, semantic_only)
 
-    async def search_all_pages(
+    async def pool_hits(
         self,
         user_id: str,
         vector: Sequence[float],
@@ -146,13 +148,25 @@ class MemoryRepository:
         limit: int,
         lexical_only: bool,
         sparse: Mapping[int, float] | None = None,
-    ) -> list[tuple[Hit, Page]]:
-        """Pages of every tier (STM, in transit, MTM) by cosine alone or by lexical score alone:
-        raw scores, for a ranking that weighs the two itself. ``sparse`` replaces the lexical
-        vector of ``text`` (a query expanded with weighted terms)."""
+    ) -> list[Hit]:
+        """Pages of every tier (STM, in transit, MTM) by cosine alone or by lexical score alone,
+        raw scores, for a ranking that weighs the two itself; ``sparse`` replaces the lexical
+        vector of ``text`` (a query expanded with weighted terms). Only the fields a ranking
+        reads (POOL_FIELDS): a pool of a hundred pages is ranked on every retrieve, and
+        building every pool page in full was a third of a retrieve's time (issue 19)."""
         where: Filter = {"tier": [STM, LEAVING, MTM]}
-        return await self._search(
-            user_id, vector, text, limit, where, lexical_only, not lexical_only, sparse
+        given = None if not lexical_only else dict(sparse) if sparse else lexical_vector(text)
+        if lexical_only and not given:
+            return []
+        return await self.store.search(
+            PAGES,
+            user_id,
+            vector,
+            limit,
+            where=where,
+            sparse=given,
+            lexical_only=lexical_only,
+            fields=POOL_FIELDS,
         )
 
     async def count_pages(self, user_id: str) -> int:
@@ -173,6 +187,7 @@ class MemoryRepository:
             where=where,
             sparse={token_index(token): 1.0},
             lexical_only=True,
+            fields=[],
         )
         return len(hits)
 
@@ -234,16 +249,20 @@ class MemoryRepository:
 
     async def load_doc(self, user_id: str, kind: str) -> dict[str, Any] | None:
         points = await self.store.retrieve(PERSONAS, [ids.point_id(user_id, "doc", kind)])
-        return dict(points[0].payload["data"]) if points else None
+        return doc_data(points[0].payload) if points else None
 
     async def save_doc(
         self, user_id: str, kind: str, data: Mapping[str, Any], **flags: bool
     ) -> None:
-        """``flags`` are top-level payload fields that cross-user scans filter on."""
+        """``flags`` are top-level payload fields that cross-user scans filter on.
+
+        The data travels as one JSON string: the engine converts a nested payload value by
+        value, and the heat document (every segment's page ids), saved on every MTM event,
+        spent most of the MTM stage's time in that conversion (profiled, issue 19)."""
         point = Point(
             id=ids.point_id(user_id, "doc", kind),
             vector=[1.0] * PERSONA_DIM,
-            payload={"user_id": user_id, "kind": kind, "data": dict(data), **flags},
+            payload={"user_id": user_id, "kind": kind, DATA: encode_doc(data), **flags},
         )
         await self.store.upsert(PERSONAS, [point])
 
@@ -356,7 +375,7 @@ class MemoryRepository:
         stone_id = ids.point_id(user_id, "doc", TOMBSTONE_DOC)
         seen_id = ids.point_id(user_id, "doc", FORGOTTEN_DOC)
         points = {
-            p.id: p.payload["data"]
+            p.id: doc_data(p.payload)
             for p in await self.store.retrieve(PERSONAS, [stone_id, seen_id])
         }
         if stone_id not in points:

@@ -79,6 +79,12 @@ class Settings(BaseSettings):
         description="structured: query terms in more of the user's pages than this share are "
         "left out of the lexical search (1.0: keep all)",
     )
+    rank_counts_ttl_s: float = Field(
+        30.0,
+        ge=0.0,
+        description="structured: how long a count of the user's pages holding a query term is "
+        "reused (0: counted on every retrieve)",
+    )
     rank_segment_weight: float = Field(
         0.0, ge=0.0, description="structured: weight of the page's segment F (scaled to the best)"
     )

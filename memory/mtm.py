@@ -9,7 +9,7 @@ can act on it (delete evicted points, emit persona jobs).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import KW_ONLY, asdict, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -37,11 +37,19 @@ class SegmentStats:
         return heat(self.n_visit, self.l_interaction, self.last_access, now, params)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["page_ids"] = list(self.page_ids)
-        data["transferred"] = list(self.transferred)
-        data["unsummarized"] = list(self.unsummarized)
-        return data
+        # spelled out: dataclasses.asdict deep-copies field by field, and this runs for every
+        # segment of the user on every MTM event
+        return {
+            "segment_id": self.segment_id,
+            "last_access": self.last_access,
+            "created_at": self.created_at,
+            "n_visit": self.n_visit,
+            "l_interaction": self.l_interaction,
+            "page_ids": list(self.page_ids),
+            "transferred": list(self.transferred),
+            "persona_pending": self.persona_pending,
+            "unsummarized": list(self.unsummarized),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SegmentStats:

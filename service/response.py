@@ -36,6 +36,7 @@ from schemas.turn import MAX_TEXT_CHARS, TurnEvent
 from service.history import empty_history, user_history
 from service.locks import UserLocks
 from service.structured import structured_pages
+from service.term_counts import TermCounts
 
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
 
@@ -87,6 +88,7 @@ class ResponseService:
         # Held by a DELETE, and shared with the reconciler of this process (streams/stack.py).
         self.forget_lock = asyncio.Lock()
         self._user_locks = UserLocks()
+        self.term_counts = TermCounts(deps.repo, deps.settings.rank_counts_ttl_s)
 
     @tracing.traced("memoryos.add_turns", tracing.of_turns)
     async def add_turns(self, turns: Sequence[TurnEvent]) -> list[str]:
@@ -154,7 +156,7 @@ class ResponseService:
         ranking: list[str] = []
         if settings.mtm_retrieval == "structured":
             ranking, chosen, pages = await structured_pages(
-                repo, user_id, vector, query, k, settings, dict(segment_f)
+                repo, user_id, vector, query, k, settings, dict(segment_f), self.term_counts
             )
             segment_ids = []  # the segments visited are those of the pages chosen
         else:
@@ -274,6 +276,7 @@ class ResponseService:
         async with self.forget_lock, self._user_locks.hold({user_id}):
             at = round(self.deps.clock.now(), 3)  # milliseconds: what every store keeps exactly
             deleted = await self.deps.repo.forget_user(user_id, at)
+            self.term_counts.forget(user_id)
             await self.journal.forget_user(user_id)
             marker = ForgetUser(user_id=user_id, at=at)
             await self.sink.send(TURNS, user_key(user_id), dumps(marker))

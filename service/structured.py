@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
 
+from adapters.ports import Hit
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
 from memory.ranking import (
@@ -23,6 +27,7 @@ from memory.ranking import (
 from memory.retrieval import PageCandidate
 from memory.text import lexical_vector, query_terms, token_index, tokenize
 from schemas.records import Page
+from service.term_counts import TermCounts
 
 
 async def structured_pages(
@@ -33,22 +38,21 @@ async def structured_pages(
     k: int,
     settings: Settings,
     segment_f: Mapping[str, float],
+    counts: TermCounts,
 ) -> tuple[list[str], list[PageCandidate], dict[str, Page]]:
     """(ranking, chosen, pages): the ranking (page ids of either tier) up to the k-th MTM page,
     the MTM pages among it with their segments, and every page seen by id.
 
     ``segment_f`` is the F of the segments near the query (the prior of their pages)."""
-    text = " ".join(await distinctive_query_terms(repo, user_id, vector, query, settings))
+    text = " ".join(await distinctive_query_terms(counts, user_id, vector, query, settings))
     dense, lexical = await asyncio.gather(
-        repo.search_all_pages(user_id, vector, text, settings.rank_pool, lexical_only=False),
-        repo.search_all_pages(user_id, vector, text, settings.rank_pool, lexical_only=True),
+        repo.pool_hits(user_id, vector, text, settings.rank_pool, lexical_only=False),
+        repo.pool_hits(user_id, vector, text, settings.rank_pool, lexical_only=True),
     )
-    pages = {page.page_id: page for _, page in [*dense, *lexical]}
-    segment_of = {page.page_id: hit.payload.get("segment_id") for hit, page in [*dense, *lexical]}
-    dense_score = {page.page_id: hit.score for hit, page in dense}
+    found = {str(hit.payload["page_id"]): hit.payload for hit in [*dense, *lexical]}
+    dense_score = {str(hit.payload["page_id"]): hit.score for hit in dense}
     best_f = max(segment_f.values(), default=0.0)
     prior = {sid: f / best_f for sid, f in segment_f.items()} if best_f > 0 else {}
-    segment_prior = {page_id: prior.get(str(sid), 0.0) for page_id, sid in segment_of.items()}
     weights = RankWeights(
         dense=settings.rank_dense_weight,
         neighbor=settings.rank_neighbor_weight,
@@ -56,26 +60,31 @@ async def structured_pages(
         session_gap_s=settings.rank_session_gap_s,
         segment=settings.rank_segment_weight,
     )
-    lexical_score = {page.page_id: hit.score for hit, page in lexical}
-    pool = _pool(pages, lexical_score, dense_score, segment_prior)
-    ranked = rank_pool(pool, weights, len(pool))
+
+    def ranked_pool(hits: Sequence[Hit]) -> list[tuple[str, float]]:
+        lexical_score = {str(hit.payload["page_id"]): hit.score for hit in hits}
+        pool = _pool(found, lexical_score, dense_score, prior)
+        return rank_pool(pool, weights, len(pool))
+
+    ranked = ranked_pool(lexical)
     if settings.rank_feedback_pages > 0 and ranked:
-        sparse = expanded_query(text, ranked, pages, settings)
-        expanded = await repo.search_all_pages(
+        texts = await repo.pages_by_id(user_id, [page_id for page_id, _ in ranked])
+        sparse = expanded_query(text, ranked, {page.page_id: page for page in texts}, settings)
+        expanded = await repo.pool_hits(
             user_id, vector, text, settings.rank_pool, lexical_only=True, sparse=sparse
         )
-        for hit, page in expanded:
-            pages.setdefault(page.page_id, page)
-            segment_of.setdefault(page.page_id, hit.payload.get("segment_id"))
-        lexical_score = {page.page_id: hit.score for hit, page in expanded}
-        pool = _pool(pages, lexical_score, dense_score, segment_prior)
-        ranked = rank_pool(pool, weights, len(pool))
+        for hit in expanded:
+            found.setdefault(str(hit.payload["page_id"]), hit.payload)
+        ranked = ranked_pool(expanded)
+    segment_of = {page_id: payload.get("segment_id") for page_id, payload in found.items()}
     ranking, chosen = _until_k_mid_term(ranked, segment_of, k)
-    return ranking, chosen, pages
+    # Only the ranked pages are read in full.
+    pages = {page.page_id: page for page in await repo.pages_by_id(user_id, ranking)}
+    return ranking, [c for c in chosen if c.page_id in pages], pages
 
 
 def _pool(
-    pages: Mapping[str, Page],
+    found: Mapping[str, Mapping[str, Any]],
     lexical: Mapping[str, float],
     dense: Mapping[str, float],
     prior: Mapping[str, float],
@@ -83,14 +92,26 @@ def _pool(
     return [
         PoolPage(
             page_id,
-            page.seq,
-            page.timestamp.timestamp(),
+            int(payload.get("seq", 0)),
+            _seconds(payload.get("timestamp")),
             lexical.get(page_id, 0.0),
             dense.get(page_id),
-            prior.get(page_id, 0.0),
+            prior.get(str(payload.get("segment_id")), 0.0),
         )
-        for page_id, page in pages.items()
+        for page_id, payload in found.items()
     ]
+
+
+@lru_cache(maxsize=1 << 16)  # a user's pages come back in pool after pool
+def _parse_seconds(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp).timestamp()
+
+
+def _seconds(timestamp: object) -> float:
+    """A stored page's timestamp (ISO 8601, as the page payload holds it) in epoch seconds."""
+    if isinstance(timestamp, str):
+        return _parse_seconds(timestamp)
+    return 0.0
 
 
 def _until_k_mid_term(
@@ -111,18 +132,18 @@ def _until_k_mid_term(
 
 
 async def distinctive_query_terms(
-    repo: MemoryRepository, user_id: str, vector: list[float], query: str, settings: Settings
+    counts: TermCounts, user_id: str, vector: list[float], query: str, settings: Settings
 ) -> list[str]:
     """The query's terms without question words and without the user's common words."""
     terms = list(dict.fromkeys(query_terms(query)))
     if settings.rank_common_share >= 1.0 or not terms:
         return terms
-    pages = await repo.count_pages(user_id)
+    pages = await counts.count_pages(user_id)
     limit = int(settings.rank_common_share * pages) + 1  # enough to tell "more than"
-    counts = await asyncio.gather(
-        *(repo.pages_with_token(user_id, vector, term, limit) for term in terms)
+    found = await asyncio.gather(
+        *(counts.pages_with_token(user_id, vector, term, limit) for term in terms)
     )
-    holding = dict(zip(terms, counts, strict=True))
+    holding = dict(zip(terms, found, strict=True))
     return distinctive_terms(terms, holding, pages, settings.rank_common_share)
 
 

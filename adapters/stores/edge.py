@@ -153,6 +153,7 @@ class EdgeStore:
         sparse: SparseVector | None = None,
         with_vectors: bool = False,
         lexical_only: bool = False,
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         """Nearest points of one user.
 
@@ -182,7 +183,7 @@ class EdgeStore:
             query=query,
             prefetches=prefetches,
             filter=flt,
-            with_payload=True,
+            with_payload=_payload_selector(fields),
             with_vector=[DENSE] if with_vectors else False,
         )
         with store_errors(self.name, f"search in {collection}"):
@@ -347,6 +348,12 @@ def _filter(user_id: str | None, where: Filter | None) -> qe.Filter:
             for key, value in match_pairs(user_id, where)
         ]
     )
+
+
+def _payload_selector(fields: Sequence[str] | None) -> Any:
+    if fields is None:
+        return True
+    return qe.PayloadSelector.Include(list(fields)) if fields else False
 
 
 def _to_edge(point: Point) -> qe.Point:

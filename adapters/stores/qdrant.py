@@ -111,6 +111,7 @@ class QdrantStore:
         sparse: SparseVector | None = None,
         with_vectors: bool = False,
         lexical_only: bool = False,
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         """Nearest points of one user; see ``EdgeStore.search`` for ``sparse``/``lexical_only``."""
         check_search(self._specs, collection, vector, sparse, lexical_only)
@@ -137,7 +138,7 @@ class QdrantStore:
                 collection,
                 query_filter=flt,
                 limit=limit,
-                with_payload=True,
+                with_payload=True if fields is None else list(fields) or False,
                 with_vectors=[DENSE] if with_vectors else False,
                 **arguments,
             )

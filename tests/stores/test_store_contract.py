@@ -92,6 +92,19 @@ async def test_search_is_per_user(store: VectorStore) -> None:
     assert await store.search(PAGES, "alice", [1.0, 0.0, 0.0, 0.0], limit=0) == []
 
 
+async def test_search_returns_only_the_payload_fields_asked_for(store: VectorStore) -> None:
+    await seed(store)
+    query = [1.0, 0.0, 0.0, 0.0]
+    some = await store.search(PAGES, "alice", query, limit=10, fields=["key", "topic"])
+    assert [hit.payload for hit in some] == [
+        {"key": "a1", "topic": "food"},
+        {"key": "a2", "topic": "travel"},
+        {"key": "a3", "topic": "food"},
+    ]
+    bare = await store.search(PAGES, "alice", query, limit=10, fields=[])
+    assert [(hit.id, hit.payload) for hit in bare] == [(pid(k), {}) for k in ("a1", "a2", "a3")]
+
+
 async def test_where_filters(store: VectorStore) -> None:
     await seed(store)
     vector = [1.0, 0.0, 0.0, 0.0]

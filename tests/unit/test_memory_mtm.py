@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -240,6 +241,13 @@ def test_round_trip_through_json() -> None:
         "persona_pending": False,
         "unsummarized": [],
     }
+
+
+def test_segment_stats_write_every_field() -> None:
+    """to_dict is spelled out for speed: a field added later must not be left out of it."""
+    stats = SegmentStats("s1", last_access=1.0, created_at=0.5, page_ids=["p1"])
+    assert set(stats.to_dict()) == {f.name for f in dataclasses.fields(SegmentStats)}
+    assert SegmentStats.from_dict(stats.to_dict()) == stats
 
 
 def test_from_dict_of_nothing_is_empty() -> None:
