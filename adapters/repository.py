@@ -254,11 +254,8 @@ class MemoryRepository:
     async def save_doc(
         self, user_id: str, kind: str, data: Mapping[str, Any], **flags: bool
     ) -> None:
-        """``flags`` are top-level payload fields that cross-user scans filter on.
-
-        The data travels as one JSON string: the engine converts a nested payload value by
-        value, and the heat document (every segment's page ids), saved on every MTM event,
-        spent most of the MTM stage's time in that conversion (profiled, issue 19)."""
+        """``flags`` are top-level payload fields that cross-user scans filter on; the data
+        is stored as one JSON string (``doc_codec`` says why)."""
         point = Point(
             id=ids.point_id(user_id, "doc", kind),
             vector=[1.0] * PERSONA_DIM,

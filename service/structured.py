@@ -41,7 +41,7 @@ async def structured_pages(
     counts: TermCounts,
 ) -> tuple[list[str], list[PageCandidate], dict[str, Page]]:
     """(ranking, chosen, pages): the ranking (page ids of either tier) up to the k-th MTM page,
-    the MTM pages among it with their segments, and every page seen by id.
+    the MTM pages among it with their segments, and the ranked pages by id.
 
     ``segment_f`` is the F of the segments near the query (the prior of their pages)."""
     text = " ".join(await distinctive_query_terms(counts, user_id, vector, query, settings))
