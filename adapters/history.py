@@ -23,6 +23,7 @@ from adapters import tracing
 from adapters.doc_codec import doc_data
 from adapters.ports import PERSONAS, Clock
 from adapters.repository import MemoryRepository
+from schemas.errors import StoreError
 from schemas.turn import ID_PATTERN
 
 log = logging.getLogger(__name__)
@@ -81,14 +82,19 @@ async def dead_letters(repo: MemoryRepository, user_id: str) -> list[dict[str, A
     entries = [
         dict(entry)
         for point in points
-        for entry in _entries(doc_data(point.payload))
+        for entry in _entries(point.payload)
         if isinstance(entry, Mapping)
     ]
     return sorted(entries, key=lambda entry: str(entry.get("at", "")))
 
 
-def _entries(data: Any) -> list[Any]:
-    return list(data.get("entries", [])) if isinstance(data, Mapping) else []
+def _entries(payload: Mapping[str, Any]) -> list[Any]:
+    """A ring's entries; a ring that is not a readable document has none to show."""
+    try:
+        data = doc_data(payload)
+    except StoreError:
+        return []
+    return list(data.get("entries", []))
 
 
 async def purge(repo: MemoryRepository, user_id: str) -> None:

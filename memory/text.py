@@ -52,13 +52,26 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
-@lru_cache(maxsize=1 << 16)  # pure, and a user's vocabulary repeats: every retrieve re-stems it
 def stem(word: str) -> str:
     """A light, deterministic English suffix stripper (plural s/es/ies, -ed, -ing).
 
     A small subset of Porter's steps 1a and 1b, repeated until nothing changes so that
     stemming a stem gives the stem back. Words that are not plain ASCII letters pass through.
     """
+    # cached: a user's vocabulary repeats and every retrieve re-stems it; long words (rare,
+    # or hostile) are not kept, so the cache stays small
+    return _cached_stem(word) if len(word) <= MAX_CACHED_WORD else _stem(word)
+
+
+MAX_CACHED_WORD = 32
+
+
+@lru_cache(maxsize=1 << 16)
+def _cached_stem(word: str) -> str:
+    return _stem(word)
+
+
+def _stem(word: str) -> str:
     if not (word.isascii() and word.isalpha()):
         return word
     previous = None

@@ -68,8 +68,11 @@ async def structured_pages(
 
     ranked = ranked_pool(lexical)
     if settings.rank_feedback_pages > 0 and ranked:
-        texts = await repo.pages_by_id(user_id, [page_id for page_id, _ in ranked])
-        sparse = expanded_query(text, ranked, {page.page_id: page for page in texts}, settings)
+        texts = {p.page_id: p for p in await repo.pages_by_id(user_id, [i for i, _ in ranked])}
+        kept = [
+            (page_id, score) for page_id, score in ranked if page_id in texts
+        ]  # not deleted since
+        sparse = expanded_query(text, kept, texts, settings)
         expanded = await repo.pool_hits(
             user_id, vector, text, settings.rank_pool, lexical_only=True, sparse=sparse
         )

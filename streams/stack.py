@@ -205,11 +205,12 @@ class Stack:
                 await self._bounded("drain", self._drain(drain_s), drain_s + 5)
             await self._bounded("lag probe", self.lag.stop())
         if self.memory_app is not None:
-            # The drain above is the bounded wait. Faust's own wait for every event in flight
-            # is unbounded and cannot be cancelled (its consumer runs on a thread), so a stage
-            # stuck on a slow call held the stop, and the process, forever. Without it Faust
-            # commits only below the first unfinished event: that work is redelivered (Kafka)
-            # or re-driven by the reconciler (embedded broker).
+            # Faust's own wait for every event in flight is unbounded and cannot be cancelled
+            # (its consumer runs on a thread), so a stage stuck on a slow call held the stop,
+            # and the process, forever. The bounded wait is the drain above (embedded broker)
+            # or none (Kafka). Faust then commits only below the first unfinished event: that
+            # work is redelivered (Kafka) or re-driven by the reconciler (embedded), and every
+            # stage is idempotent by deterministic ids.
             self.memory_app.app.conf.stream_wait_empty = False
             await self._bounded("worker", self.memory_app.app.stop(), 30)
 

@@ -68,3 +68,25 @@ async def test_paper_mode_ranks_the_chosen_segments_pages_by_cosine(
 async def test_an_unknown_mode_is_refused(service: ResponseService) -> None:
     with pytest.raises(InvalidEvent):
         await service.retrieve("ann", "bread", mode="bm25")
+
+
+async def test_feedback_expansion_survives_a_page_deleted_after_the_pool_search(
+    service: ResponseService,
+) -> None:
+    """RM3 reads the pool's texts after the pool search; a page evicted or deleted in between
+    is left out of the expansion instead of failing the retrieve."""
+    repo = service.deps.repo
+    service.deps.settings = service.deps.settings.model_copy(update={"rank_feedback_pages": 3})
+    read = repo.pages_by_id
+    dropped: list[str] = []
+
+    async def one_page_gone(user_id: str, page_ids: list[str]) -> list[object]:
+        if not dropped:
+            dropped.append(page_ids[0])  # the best page of the pool, gone since the search
+        return [page for page in await read(user_id, page_ids) if page.page_id not in dropped]
+
+    repo.pages_by_id = one_page_gone  # type: ignore[assignment, method-assign]
+    memory = await service.retrieve("ann", "What did I say about sourdough?", top_k=2)
+    assert dropped
+    assert all(page.page_id not in dropped for page in memory.context())
+    assert memory.mid_term
