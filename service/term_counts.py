@@ -38,14 +38,17 @@ class TermCounts:
         self.clock = clock
         self.max_entries = max_entries
         self._counts: OrderedDict[tuple[str, str], _Count] = OrderedDict()
+        # bumped by a DELETE: a count that started before it is not kept after it
+        self._forgets: dict[str, int] = {}
 
     async def count_pages(self, user_id: str) -> int:
         key = (user_id, "")
         cached = self._fresh(key)
         if cached is not None:
             return cached.value
+        before = self._forgets.get(user_id, 0)
         value = await self.repo.count_pages(user_id)
-        self._keep(key, _Count(value, 0, self.clock()))
+        self._keep(key, _Count(value, 0, self.clock()), before)
         return value
 
     async def pages_with_token(
@@ -55,11 +58,13 @@ class TermCounts:
         cached = self._fresh(key)
         if cached is not None and (cached.value < cached.limit or cached.limit >= limit):
             return min(cached.value, limit)
+        before = self._forgets.get(user_id, 0)
         value = await self.repo.pages_with_token(user_id, vector, token, limit)
-        self._keep(key, _Count(value, limit, self.clock()))
+        self._keep(key, _Count(value, limit, self.clock()), before)
         return value
 
     def forget(self, user_id: str) -> None:
+        self._forgets[user_id] = self._forgets.get(user_id, 0) + 1
         for key in [key for key in self._counts if key[0] == user_id]:
             del self._counts[key]
 
@@ -69,7 +74,9 @@ class TermCounts:
             return None
         return cached
 
-    def _keep(self, key: tuple[str, str], count: _Count) -> None:
+    def _keep(self, key: tuple[str, str], count: _Count, forgets_before: int) -> None:
+        if self._forgets.get(key[0], 0) != forgets_before:
+            return  # the user was deleted while this was counted
         self._counts[key] = count
         self._counts.move_to_end(key)
         while len(self._counts) > self.max_entries:

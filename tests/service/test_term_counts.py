@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -95,3 +96,25 @@ async def test_the_oldest_counts_go_first_past_the_bound() -> None:
     await counts.count_pages("bob")
     await counts.count_pages("alice")
     assert repo.calls == [("count", "alice"), ("count", "bob"), ("count", "alice")]
+
+
+async def test_a_count_that_started_before_a_delete_is_not_kept_after_it() -> None:
+    """A retrieve counting while the user's DELETE runs must not leave pre-DELETE counts."""
+    counts, repo, _ = counts_with(30.0)
+    release = asyncio.Event()
+    count = repo.count_pages
+
+    async def slow_count(user_id: str) -> int:
+        value = await count(user_id)
+        await release.wait()  # the DELETE happens here
+        return value
+
+    repo.count_pages = slow_count  # type: ignore[method-assign]
+    counting = asyncio.create_task(counts.count_pages("alice"))
+    await asyncio.sleep(0)
+    counts.forget("alice")
+    release.set()
+    assert await counting == 40  # that retrieve still gets its answer
+    repo.count_pages = count  # type: ignore[method-assign]
+    repo.pages["alice"] = 2  # the user's new life
+    assert await counts.count_pages("alice") == 2
