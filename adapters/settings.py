@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memory.heat import HeatParams
+from memory.ranking import DenseScale
 from schemas.errors import ConfigError
 
 ENV_PREFIX = "MEMORYOS_"
@@ -65,6 +66,11 @@ class Settings(BaseSettings):
     )
     rank_dense_weight: float = Field(
         0.35, ge=0.0, description="structured: weight of the cosine beside the scaled lexical score"
+    )
+    rank_dense_scale: DenseScale = Field(
+        "pool",
+        description="structured: pool = the cosine stretched over the pool (lowest 0, highest "
+        "1) before it is weighed, as the lexical score is scaled; raw = the cosine as it is",
     )
     rank_neighbor_weight: float = Field(
         0.4, ge=0.0, description="structured: share of a neighbouring page's score a page gets"

@@ -6,7 +6,10 @@ paint?" / "A sunset"), and a question about a day's events matches several turns
 This module scores a pool of pages (the store's nearest pages by dense and by lexical search)
 in three steps, each a setting with 0 switching it off:
 
-1. base: lexical score / best lexical score in the pool + ``dense`` x cosine;
+1. base: lexical score / best lexical score in the pool + ``dense`` x cosine, the cosine
+   stretched over the pool (lowest 0, highest 1) unless ``dense_scale`` is "raw": MiniLM's
+   cosines of one pool sit in a narrow band (0.2 to 0.5), so raw, the dense score barely
+   moved a page against the lexical score's full 0 to 1;
 2. neighbours: + ``neighbor`` x the base of the pages just before and after in the same
    session (``seq`` adjacency), so a turn inherits some of its context's evidence;
 3. session: + ``session`` x the best step-2 score of the page's session (pages less than
@@ -20,6 +23,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
+
+DenseScale = Literal["pool", "raw"]
 
 
 @dataclass(frozen=True)
@@ -44,23 +50,32 @@ class RankWeights:
     session: float = 0.0
     session_gap_s: float = 1800.0
     segment: float = 0.0
+    dense_scale: DenseScale = "pool"
 
 
 def base_scores(
-    pool: Sequence[PoolPage], dense_weight: float, prior_weight: float = 0.0
+    pool: Sequence[PoolPage],
+    dense_weight: float,
+    prior_weight: float = 0.0,
+    dense_scale: DenseScale = "pool",
 ) -> dict[str, float]:
     """Lexical score scaled by the pool's best, plus ``dense_weight`` x cosine.
 
     A page the dense search did not return gets the lowest cosine seen in the pool (it is
-    at most that close), or 0.0 when no page has one.
+    at most that close), or 0.0 when no page has one. With ``dense_scale`` "pool" the cosine
+    is stretched to (cosine - lowest) / (highest - lowest) over the pool, like the lexical
+    score, so the weight means the same share whatever the embedder's range of cosines.
     """
     best_lexical = max((page.lexical for page in pool), default=0.0)
     cosines = [page.dense for page in pool if page.dense is not None]
     floor = min(cosines, default=0.0)
+    spread = max(cosines, default=0.0) - floor
     scale = 1.0 / best_lexical if best_lexical > 0 else 0.0
     scores: dict[str, float] = {}
     for page in pool:
         cosine = floor if page.dense is None else page.dense
+        if dense_scale == "pool":
+            cosine = (cosine - floor) / spread if spread > 0 else 0.0
         scores[page.page_id] = (
             page.lexical * scale + dense_weight * cosine + prior_weight * page.prior
         )
@@ -86,7 +101,7 @@ def rank_pool(pool: Sequence[PoolPage], weights: RankWeights, k: int) -> list[tu
     if k <= 0 or not pool:
         return []
     unique = list({page.page_id: page for page in pool}.values())
-    base = base_scores(unique, weights.dense, weights.segment)
+    base = base_scores(unique, weights.dense, weights.segment, weights.dense_scale)
     session_of = sessions(unique, weights.session_gap_s)
     by_seq = {page.seq: page.page_id for page in unique}
     smoothed: dict[str, float] = {}

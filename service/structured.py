@@ -59,6 +59,7 @@ async def structured_pages(
         session=settings.rank_session_weight,
         session_gap_s=settings.rank_session_gap_s,
         segment=settings.rank_segment_weight,
+        dense_scale=settings.rank_dense_scale,
     )
 
     def ranked_pool(hits: Sequence[Hit]) -> list[tuple[str, float]]:

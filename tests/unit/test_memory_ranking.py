@@ -24,7 +24,7 @@ def test_base_scales_lexical_and_fills_missing_cosines() -> None:
         PoolPage("b", 2, 0.0, lexical=1.0, dense=None),  # not found by the dense search
         PoolPage("c", 3, 0.0, lexical=0.0, dense=0.2),
     ]
-    scores = base_scores(pool, dense_weight=0.35)
+    scores = base_scores(pool, dense_weight=0.35, dense_scale="raw")
     assert scores["a"] == pytest.approx(2.0 / 2.0 + 0.35 * 0.5)
     assert scores["b"] == pytest.approx(1.0 / 2.0 + 0.35 * 0.2)  # the lowest cosine seen
     assert scores["c"] == pytest.approx(0.35 * 0.2)
@@ -32,7 +32,21 @@ def test_base_scales_lexical_and_fills_missing_cosines() -> None:
 
 def test_base_with_no_lexical_hit_and_a_segment_prior() -> None:
     pool = [PoolPage("a", 1, 0.0, dense=0.4, prior=1.0), PoolPage("b", 2, 0.0, dense=0.3)]
-    assert base_scores(pool, 1.0, prior_weight=0.5) == pytest.approx({"a": 0.9, "b": 0.3})
+    assert base_scores(pool, 1.0, 0.5, "raw") == pytest.approx({"a": 0.9, "b": 0.3})
+
+
+def test_base_stretches_cosines_over_the_pool() -> None:
+    pool = [
+        PoolPage("a", 1, 0.0, lexical=2.0, dense=0.5),
+        PoolPage("b", 2, 0.0, lexical=1.0, dense=None),  # at most as close as the lowest
+        PoolPage("c", 3, 0.0, lexical=0.0, dense=0.2),
+        PoolPage("d", 4, 0.0, lexical=0.0, dense=0.35),
+    ]
+    scores = base_scores(pool, dense_weight=0.4)
+    assert scores == pytest.approx({"a": 1.0 + 0.4, "b": 0.5, "c": 0.0, "d": 0.4 * 0.5})
+    # one cosine, or all equal: the dense score tells no page from another
+    same = [PoolPage("a", 1, 0.0, lexical=1.0, dense=0.3), PoolPage("b", 2, 0.0, dense=0.3)]
+    assert base_scores(same, dense_weight=0.4) == pytest.approx({"a": 1.0, "b": 0.0})
 
 
 def test_sessions_split_on_long_pauses_only() -> None:
