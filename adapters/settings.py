@@ -273,6 +273,14 @@ class Settings(BaseSettings):
     broker_check_interval_s: float = Field(
         5.0, gt=0.0, description="how often the embedded broker's memory is checked"
     )
+    # glibc keeps memory freed by native code (Edge, sqlite, HTTP clients) in its arenas;
+    # without a trim the worker's anonymous RSS grows with it (adapters/native_memory.py)
+    memory_trim_interval_s: float = Field(
+        5.0,
+        ge=0.0,
+        description="how often the process hands memory freed by native code back to the OS "
+        "(glibc malloc_trim); 0: never",
+    )
 
     # --- Kafka security: one set for every client (Faust, producers, CLI, lag probe) ---
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(

@@ -16,6 +16,7 @@ from adapters import tracing
 from adapters.deps import Deps
 from adapters.embedders.batching import MicroBatchingEmbedder
 from adapters.journal import Journal, NoJournal, open_journal
+from adapters.native_memory import release_forever
 from adapters.settings import Settings
 from adapters.wiring import build_deps, close_deps
 from schemas.errors import ConfigError
@@ -100,6 +101,7 @@ class Stack:
         self.gate: GatedSink | None = None
         self.watch: BrokerWatch | None = None
         self._watch_task: asyncio.Task[None] | None = None
+        self._trim_task: asyncio.Task[None] | None = None
         self.port = settings.port
         self._tracing = False  # whether this stack switched tracing on (and so switches it off)
 
@@ -140,6 +142,9 @@ class Stack:
             self.service.forget_lock = self._forget_lock
             await self._start_pipeline()
             self._start_watch()
+        if settings.memory_trim_interval_s > 0:
+            # every role: native code frees memory each turn and glibc keeps it (issue 18)
+            self._trim_task = asyncio.create_task(release_forever(settings.memory_trim_interval_s))
         if self.serve_http:
             steps.phase("http")
             await self._start_http()
@@ -304,10 +309,11 @@ class Stack:
             if self._server is not None:
                 self._server.should_exit = True
                 await self._bounded("http", self._server_task)
-            if self._watch_task is not None:
-                self._watch_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._watch_task
+            for task in (self._watch_task, self._trim_task):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             if self._kafka_sink is not None:
                 await self._bounded("producer", self._kafka_sink.stop())
             await self._stop_pipeline(drain_s)

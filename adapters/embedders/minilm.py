@@ -9,8 +9,6 @@ never waits on torch. The model loads on first use, in that worker thread too.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import os
 import threading
 from collections import OrderedDict
@@ -20,32 +18,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from adapters.native_memory import release_freed_memory
 from adapters.settings import Settings
 from schemas.errors import ConfigError, EmbedderError
 
 MINILM_DIM = 384
 Vector = npt.NDArray[np.float32]
-
-
-def _load_libc() -> Any:
-    with contextlib.suppress(OSError):
-        return ctypes.CDLL("libc.so.6")
-    return None  # not glibc (musl, macOS): nothing to trim
-
-
-_LIBC = _load_libc()
-
-
-def release_freed_memory() -> None:
-    """Hand memory freed by torch back to the OS (glibc ``malloc_trim``).
-
-    Each batch has its own shape (texts x tokens), so torch allocates and frees buffers of
-    ever new sizes; glibc keeps the freed pieces in its arenas and the process grew by about
-    500 MB over 3,000 texts before levelling off (measured, issue 18). Trimming after each
-    batch kept it within about 25 MB of the start over the same 4,000 texts.
-    """
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
 
 
 class MiniLMEmbedder:
@@ -112,6 +90,11 @@ class MiniLMEmbedder:
             except Exception as exc:
                 raise EmbedderError(f"MiniLM could not embed {len(batch)} texts: {exc}") from exc
             finally:
+                # Each batch has its own shape (texts x tokens), so torch allocates and frees
+                # buffers of ever new sizes; glibc kept the freed pieces in its arenas and the
+                # process grew by about 500 MB over 3,000 texts before levelling off
+                # (measured, issue 18). Trimming after each batch kept it within about 25 MB
+                # of the start over the same 4,000 texts.
                 release_freed_memory()
         rows = np.asarray(matrix, dtype=np.float32)
         if rows.shape != (len(batch), MINILM_DIM):

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from adapters import native_memory
 from adapters.settings import Settings
 from schemas.errors import BrokerError
 from schemas.topics import DLQ, MTM, PIPELINE_TOPICS, TURNS
@@ -89,3 +90,32 @@ async def test_the_watch_recycles_a_process_over_its_budget() -> None:
     task.cancel()
     assert rss_bytes(os.getpid()) > 1
     assert rss_bytes(None) == 0
+
+
+@pytest.mark.asyncio
+async def test_the_trim_runs_again_and_again_and_survives_a_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[int] = []
+    trimmed_twice = asyncio.Event()
+
+    def trim() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("first trim fails")
+        if len(calls) >= 3:
+            trimmed_twice.set()
+
+    monkeypatch.setattr(native_memory, "release_freed_memory", trim)
+    task = asyncio.create_task(native_memory.release_forever(0.01))
+    await asyncio.wait_for(trimmed_twice.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(calls) >= 3
+
+
+def test_the_trim_is_on_by_default_and_can_be_switched_off() -> None:
+    assert Settings().memory_trim_interval_s > 0
+    assert Settings(memory_trim_interval_s=0).memory_trim_interval_s == 0
+    native_memory.release_freed_memory()  # the real call: glibc trims, elsewhere a no-op

@@ -1,0 +1,55 @@
+"""Handing memory that glibc keeps after frees back to the OS (``malloc_trim``).
+
+glibc returns freed memory to the OS only from the top of an arena; what is freed in the
+middle stays in the process's anonymous RSS. Native code in the worker (Qdrant Edge's Rust
+engine and its threads, sqlite, the HTTP clients; not told apart further) allocates and
+frees in every turn, each thread in an arena of its own, and a broker roll frees a whole
+worker. MiniLM trims after each batch (its buffers were the first cause found, issue 18);
+without MiniLM (``MEMORYOS_EMBEDDER=openai``) nothing trimmed. Measured in a soak at 25
+turns/s with the fake embedder server: glibc's in-use bytes rose from 43 to 56 MB while the
+free bytes kept in its arenas rose from 2 to 36 MB, and one ``malloc_trim(0)`` took the
+process's anonymous RSS from 157 to 140 MB. Trimming every 5 s, the same run ended at 160 MB
+instead of 185 MB. So the stack trims every ``MEMORYOS_MEMORY_TRIM_INTERVAL_S`` whatever the
+embedder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def _load_libc() -> Any:
+    with contextlib.suppress(OSError):
+        libc = ctypes.CDLL("libc.so.6")  # CDLL releases the GIL during the call
+        if hasattr(libc, "malloc_trim"):
+            return libc
+    return None  # not glibc (musl, macOS): nothing to trim
+
+
+_LIBC = _load_libc()
+
+
+def release_freed_memory() -> None:
+    """Give the free pages of every glibc arena back to the OS; a no-op without glibc."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+async def release_forever(interval_s: float) -> None:
+    """Trim every ``interval_s`` until cancelled.
+
+    The trim runs in a worker thread: it walks every arena under its lock, and the event loop
+    need not wait for that. A failed trim is logged and the next one still runs.
+    """
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await asyncio.to_thread(release_freed_memory)
+        except Exception:  # never let memory housekeeping stop the process
+            log.warning("malloc_trim failed", exc_info=True)
