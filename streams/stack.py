@@ -20,7 +20,7 @@ from adapters.native_memory import release_forever
 from adapters.settings import Settings
 from adapters.wiring import build_deps, close_deps
 from schemas.errors import ConfigError
-from schemas.topics import PIPELINE_TOPICS
+from schemas.topics import PIPELINE_TOPICS, TURNS
 from service.http import create_http_app
 from service.response import ResponseService
 from streams.app import MemoryApp, create_app
@@ -102,6 +102,7 @@ class Stack:
         self.watch: BrokerWatch | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._trim_task: asyncio.Task[None] | None = None
+        self._resent: set[bytes] | None = None  # turns the reconciler sent during a roll
         self.port = settings.port
         self._tracing = False  # whether this stack switched tracing on (and so switches it off)
 
@@ -173,6 +174,13 @@ class Stack:
         assert self.memory_app is not None
         await self.memory_app.send(topic, key, value)
 
+    async def _reconciler_send(self, topic: str, key: bytes, value: bytes) -> None:
+        """The reconciler's sends; during a roll the turns among them are noted, so the gate
+        does not send them a second time when it opens."""
+        if self._resent is not None and topic == TURNS:
+            self._resent.add(value)
+        await self._send(topic, key, value)
+
     async def _start_pipeline(self) -> None:
         assert self.deps is not None
         settings = self.settings
@@ -183,7 +191,7 @@ class Stack:
         self.reconciler = Reconciler(
             self.deps.repo,
             self.journal,
-            self._send,
+            self._reconciler_send,
             embedded=self.broker is not None,
             lock=self._forget_lock,  # one lock across log rolls, shared with DELETE
             clock=self.deps.clock,
@@ -236,13 +244,15 @@ class Stack:
         assert self.broker is not None
         assert self.gate is not None
         self.gate.close()
+        self._resent = set()
         try:
             await self._stop_pipeline(self.settings.drain_timeout_s)
             await asyncio.to_thread(self.broker.stop)
             await asyncio.to_thread(self.broker.start)
             await self._start_pipeline()
         finally:
-            self.gate.open(self._send)
+            resent, self._resent = self._resent, None
+            await self.gate.open(self._send, resent)
 
     async def _start_http(self) -> None:
         assert self.service is not None

@@ -14,6 +14,8 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from streams import stack as stack_module
+from streams.reconciler import Owed, Reconciler
 from streams.retention import topic_configs
 from streams.stack import Stack
 from tests.support.stacks import eventually, make_turns, running_stack
@@ -108,3 +110,46 @@ async def _complete(stack: Stack, user: str) -> dict[str, Any] | None:
     memory = await stack.service.get_memory(user)
     short, mid = memory_summary(memory)
     return memory if len(short) + len(mid) >= PER_USER and len(short) == STM else None
+
+
+@pytest.mark.slow
+async def test_turns_acknowledged_after_the_start_pass_read_the_journal_are_sent_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window that lost turns in a soak: a turn acknowledged after the reconciler's start
+    pass has read the journal, while the gate is still closed, then later turns of the same
+    user after it opens. The held turn must be sent before them, not left to a periodic pass
+    (which found a later page stored and took it for processed)."""
+    user, count = "roll-window", 12
+    turns = make_turns(user, [(f"{user} packs box {i}", f"box {i} noted") for i in range(count)])
+    holder: dict[str, Stack] = {}
+
+    class AcknowledgesDuringTheWindow(Reconciler):
+        async def start(self) -> Owed:
+            owed = await super().start()  # the journal has been read and its turns sent
+            stack = holder.get("stack")
+            if stack is not None and stack.gate is not None and stack.gate.closed:
+                assert stack.service is not None
+                await stack.service.add_turns(turns[4:6])  # the gate is still closed
+            return owed
+
+    monkeypatch.setattr(stack_module, "Reconciler", AcknowledgesDuringTheWindow)
+    async with running_stack(tmp_path / "data") as stack:  # periodic passes 60 s apart
+        assert stack.service is not None
+        await stack.service.add_turns(turns[:4])
+        await eventually(lambda: _pages(stack, user, 4), 120, every_s=0.5)
+        holder["stack"] = stack
+        await stack.recycle_broker()
+        await stack.service.add_turns(turns[6:])
+        memory = await eventually(lambda: _pages(stack, user, count), 90, every_s=1.0)
+        short, mid = memory_summary(memory)
+        expected = [t.turn_id for t in turns]
+        assert sorted(short + mid) == expected, "every acknowledged turn, exactly once"
+        assert short == expected[-STM:], "the STM window holds the newest turns, in order"
+
+
+async def _pages(stack: Stack, user: str, count: int) -> dict[str, Any] | None:
+    assert stack.service is not None
+    memory = await stack.service.get_memory(user)
+    short, mid = memory_summary(memory)
+    return memory if len(short) + len(mid) >= count else None

@@ -43,18 +43,44 @@ class Recorder:
 
 
 @pytest.mark.asyncio
-async def test_a_closed_gate_leaves_journaled_turns_to_the_reconciler_and_holds_the_rest() -> None:
+async def test_a_closed_gate_acknowledges_journaled_turns_and_sends_at_open_those_not_resent() -> (
+    None
+):
     old, new = Recorder(), Recorder()
     gate = GatedSink(old.send, journaled=True, timeout_s=30)
     gate.close()
-    await gate.send(TURNS, b"u", b"turn")  # journaled already: the reconciler sends it
-    held = asyncio.create_task(gate.send(MTM, b"u", b"visit"))
+    for value in (b"t1", b"t2", b"t3"):  # journaled already: acknowledged at once
+        await gate.send(TURNS, b"u", value)
+    visit = asyncio.create_task(gate.send(MTM, b"u", b"visit"))
     await asyncio.sleep(0)
-    assert not held.done()
-    gate.open(new.send)
-    await held
+    assert not visit.done()
+    # the reconciler's start pass read t1 and t2 from the journal and sent them
+    await gate.open(new.send, {b"t1", b"t2"})
+    await visit
+    await gate.send(TURNS, b"u", b"t4")
     assert old.sent == []
-    assert new.sent == [(MTM, b"visit")]
+    assert new.sent == [(TURNS, b"t3"), (MTM, b"visit"), (TURNS, b"t4")]
+
+
+@pytest.mark.asyncio
+async def test_turns_acknowledged_while_the_gate_flushes_go_after_the_held_ones() -> None:
+    gate = GatedSink(Recorder().send, journaled=True, timeout_s=30)
+    sent: list[bytes] = []
+
+    async def slow(topic: str, key: bytes, value: bytes) -> None:
+        await asyncio.sleep(0.01)  # the window: a client's turn arrives mid-flush
+        sent.append(value)
+
+    gate.close()
+    await gate.send(TURNS, b"u", b"t1")
+    flush = asyncio.create_task(gate.open(slow))
+    await asyncio.sleep(0.005)
+    assert gate.closed
+    await gate.send(TURNS, b"u", b"t2")  # held behind t1, not sent before it
+    await flush
+    assert not gate.closed
+    await gate.send(TURNS, b"u", b"t3")
+    assert sent == [b"t1", b"t2", b"t3"]
 
 
 @pytest.mark.asyncio
@@ -64,7 +90,8 @@ async def test_without_a_journal_a_closed_gate_holds_turns_too() -> None:
     gate.close()
     held = asyncio.create_task(gate.send(TURNS, b"u", b"turn"))
     await asyncio.sleep(0)
-    gate.open(target.send)
+    assert not held.done()
+    await gate.open(target.send)
     await held
     assert target.sent == [(TURNS, b"turn")]
 
