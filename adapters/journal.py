@@ -45,7 +45,9 @@ class Journal(Protocol):
 
     async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None: ...
 
-    async def pending(self, limit: int = 10_000) -> list[Entry]: ...
+    async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
+        """Journaled turns not yet settled, oldest first; only those with seq > ``after``."""
+        ...
 
     async def settle(self, seqs: Sequence[int]) -> None: ...
 
@@ -81,7 +83,7 @@ class NoJournal:
     async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None:
         return None
 
-    async def pending(self, limit: int = 10_000) -> list[Entry]:
+    async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
         return []
 
     async def settle(self, seqs: Sequence[int]) -> None:
@@ -128,8 +130,8 @@ class SqliteJournal:
         rows = [(t.user_id, page_id(t.user_id, t.turn_id), dumps(t)) for t in turns]
         await self._run("INSERT INTO inbox (user_id, page_id, value) VALUES (?, ?, ?)", rows)
 
-    async def pending(self, limit: int = 10_000) -> list[Entry]:
-        return await self._read("SELECT seq, user_id, page_id, value FROM inbox", limit)
+    async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
+        return await self._read("SELECT seq, user_id, page_id, value FROM inbox", limit, after)
 
     async def append_messages(self, messages: Sequence[MessageEvent]) -> None:
         rows = [(m.user_id, m.message_id, dumps(m)) for m in messages]
@@ -144,10 +146,11 @@ class SqliteJournal:
         sql = "DELETE FROM message_inbox WHERE user_id = ? AND message_id = ?"
         await self._run(sql, [(user_id, message_id) for message_id in message_ids])
 
-    async def _read(self, select: str, limit: int) -> list[Entry]:
+    async def _read(self, select: str, limit: int, after: int = 0) -> list[Entry]:
         def read() -> list[Entry]:
             with self._lock:
-                cursor = self._db.execute(f"{select} ORDER BY seq LIMIT ?", (limit,))
+                sql = f"{select} WHERE seq > ? ORDER BY seq LIMIT ?"
+                cursor = self._db.execute(sql, (after, limit))
                 return [Entry(int(s), str(u), str(p), bytes(v)) for s, u, p, v in cursor]
 
         return await asyncio.to_thread(read)

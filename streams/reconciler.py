@@ -66,6 +66,7 @@ class Reconciler:
     clock: Clock = field(default_factory=SystemClock)
     keyring: Keyring | None = None  # the stages' (one cache per process); made if not given
     _seen: set[str] = field(default_factory=set)
+    read_through: int = 0  # the newest journal seq the last pass read (a roll catches up after)
 
     def __post_init__(self) -> None:
         if self.keyring is None:
@@ -93,6 +94,7 @@ class Reconciler:
             return everything or key in self._seen
 
         entries = await self.journal.pending()
+        self.read_through = max((entry.seq for entry in entries), default=0)
         messages = await self.journal.pending_messages()
         forgetting = await self.repo.open_tombstones()
         # A user being forgotten keeps every journaled turn until the marker has passed:

@@ -9,15 +9,16 @@ reconciler re-send everything owed, open the gate (``Stack.recycle_broker``).
 
 While the gate is closed the service keeps accepting turns:
 
-- a turn is journaled before it is sent, so the gate holds its send. The reconciler's start
-  pass, run while the gate is closed, sends every journaled turn it reads, in the journal's
-  order; when the gate opens it first sends the held turns that pass did not send (they were
-  journaled after its read), in the order they came, and only then lets new sends through.
-  So each turn is sent once, after its user's earlier turns. Dropping the held sends instead
-  lost turns: one journaled after the read waited for a periodic pass, a later turn of its
-  user was stored first, and the reconciler then took it for processed (a soak at 25 turns/s
-  lost 55 of 7,496 turns over 4 rolls). A DELETE's marker is held the same way; its open
-  tombstone makes the start pass send it too, and a marker twice is harmless.
+- a turn is journaled before it is sent, so the gate drops its send: the journal is what
+  gets sent. The reconciler's start pass, run while the gate is closed, sends every journaled
+  turn it reads, in the journal's order; then, still closed, the stack sends the turns
+  journaled after that read (``Stack.catch_up_journal``), again and again until a read finds
+  none and no send was dropped while it ran, and only then opens the gate. So each turn is
+  sent once, after its user's earlier turns, and a turn a DELETE removed from the journal
+  meanwhile is not sent at all. Leaving the late turns to a periodic pass lost them: a later
+  turn of the same user was stored first, and the reconciler took the earlier one for
+  processed (a soak at 25 turns/s lost 55 of 7,496 turns over 4 rolls). A DELETE's marker
+  is dropped the same way; its open tombstone makes a reconciler pass send it.
 - every other send (a retrieval's visits) waits for the fresh broker, at most
   ``timeout_s``, then fails visibly (503 "broker unavailable").
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Set
+from collections.abc import Awaitable, Callable
 
 import psutil  # type: ignore[import-untyped]
 
@@ -52,9 +53,9 @@ class GatedSink:
 
     def __init__(self, send: Send, journaled: bool, timeout_s: float) -> None:
         self.target = send
-        self.journaled = journaled  # turns are on disk: hold their sends, acknowledge them
+        self.journaled = journaled  # turns are on disk: the journal, not the send, goes out
         self.timeout_s = timeout_s
-        self.held: list[tuple[str, bytes, bytes]] = []
+        self.dropped = 0  # turn sends dropped while closed: a catch-up read must see them all
         self._open = asyncio.Event()
         self._open.set()
 
@@ -65,33 +66,14 @@ class GatedSink:
     def close(self) -> None:
         self._open.clear()
 
-    async def open(self, send: Send, already_sent: Set[bytes] = frozenset()) -> None:
-        """Send the held turns that are not in ``already_sent`` (the reconciler's start pass
-        sent those), in their order, then let sends through to ``send``.
-
-        Turns acknowledged while this flush runs are held too and flushed in the next round;
-        the gate opens right after a round finds nothing held, with no await in between, so
-        no send can slip past an earlier held one. A failed send leaves the rest to the
-        reconciler's periodic passes (they are journaled) and opens the gate anyway.
-        """
-        try:
-            while self.held:
-                batch, self.held = self.held, []
-                for topic, key, value in batch:
-                    if value not in already_sent:
-                        await send(topic, key, value)
-        except Exception:
-            log.exception(
-                "sending the turns held during the roll failed; the reconciler re-sends them"
-            )
-            self.held = []
+    def open(self, send: Send) -> None:
         self.target = send
         self._open.set()
 
     async def send(self, topic: str, key: bytes, value: bytes) -> None:
         if not self._open.is_set():
             if self.journaled and topic == TURNS:
-                self.held.append((topic, key, value))  # journaled: acknowledged, sent at open
+                self.dropped += 1  # journaled (or a tombstone): sent from the journal instead
                 return
             try:
                 await asyncio.wait_for(self._open.wait(), self.timeout_s)

@@ -20,7 +20,7 @@ from adapters.native_memory import release_forever
 from adapters.settings import Settings
 from adapters.wiring import build_deps, close_deps
 from schemas.errors import ConfigError
-from schemas.topics import PIPELINE_TOPICS, TURNS
+from schemas.topics import PIPELINE_TOPICS, TURNS, user_key
 from service.http import create_http_app
 from service.response import ResponseService
 from streams.app import MemoryApp, create_app
@@ -102,7 +102,6 @@ class Stack:
         self.watch: BrokerWatch | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._trim_task: asyncio.Task[None] | None = None
-        self._resent: set[bytes] | None = None  # turns the reconciler sent during a roll
         self.port = settings.port
         self._tracing = False  # whether this stack switched tracing on (and so switches it off)
 
@@ -174,13 +173,6 @@ class Stack:
         assert self.memory_app is not None
         await self.memory_app.send(topic, key, value)
 
-    async def _reconciler_send(self, topic: str, key: bytes, value: bytes) -> None:
-        """The reconciler's sends; during a roll the turns among them are noted, so the gate
-        does not send them a second time when it opens."""
-        if self._resent is not None and topic == TURNS:
-            self._resent.add(value)
-        await self._send(topic, key, value)
-
     async def _start_pipeline(self) -> None:
         assert self.deps is not None
         settings = self.settings
@@ -191,7 +183,7 @@ class Stack:
         self.reconciler = Reconciler(
             self.deps.repo,
             self.journal,
-            self._reconciler_send,
+            self._send,
             embedded=self.broker is not None,
             lock=self._forget_lock,  # one lock across log rolls, shared with DELETE
             clock=self.deps.clock,
@@ -244,15 +236,33 @@ class Stack:
         assert self.broker is not None
         assert self.gate is not None
         self.gate.close()
-        self._resent = set()
         try:
             await self._stop_pipeline(self.settings.drain_timeout_s)
             await asyncio.to_thread(self.broker.stop)
             await asyncio.to_thread(self.broker.start)
             await self._start_pipeline()
+            await self.catch_up_journal()
         finally:
-            resent, self._resent = self._resent, None
-            await self.gate.open(self._send, resent)
+            self.gate.open(self._send)
+
+    async def catch_up_journal(self) -> int:
+        """With the gate closed: send the turns journaled after the reconciler's start pass read
+        the journal, oldest first, until a read finds none and no turn send was dropped while
+        it ran. The caller opens the gate right after, with no await in between, so no turn
+        can be sent before an earlier one of its user. Returns how many were sent."""
+        assert self.gate is not None
+        assert self.reconciler is not None
+        seq, sent = self.reconciler.read_through, 0
+        while True:
+            dropped = self.gate.dropped
+            entries = await self.journal.pending(after=seq)
+            for entry in entries:
+                await self._send(TURNS, user_key(entry.user_id), entry.value)
+                seq, sent = entry.seq, sent + 1
+            if not entries and self.gate.dropped == dropped:
+                if sent:
+                    log.info("sent %d turns journaled during the roll's restart", sent)
+                return sent
 
     async def _start_http(self) -> None:
         assert self.service is not None

@@ -14,6 +14,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from schemas.errors import BrokerError
 from streams import stack as stack_module
 from streams.reconciler import Owed, Reconciler
 from streams.retention import topic_configs
@@ -118,7 +119,7 @@ async def test_turns_acknowledged_after_the_start_pass_read_the_journal_are_sent
 ) -> None:
     """The window that lost turns in a soak: a turn acknowledged after the reconciler's start
     pass has read the journal, while the gate is still closed, then later turns of the same
-    user after it opens. The held turn must be sent before them, not left to a periodic pass
+    user after it opens. The late turn must be sent before them, not left to a periodic pass
     (which found a later page stored and took it for processed)."""
     user, count = "roll-window", 12
     turns = make_turns(user, [(f"{user} packs box {i}", f"box {i} noted") for i in range(count)])
@@ -153,3 +154,48 @@ async def _pages(stack: Stack, user: str, count: int) -> dict[str, Any] | None:
     memory = await stack.service.get_memory(user)
     short, mid = memory_summary(memory)
     return memory if len(short) + len(mid) >= count else None
+
+
+@pytest.mark.slow
+async def test_a_turn_deleted_during_a_roll_does_not_come_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn acknowledged while the gate is closed, then its user's DELETE, both before the
+    start pass: the DELETE took the turn out of the journal, so nothing sends it again."""
+    user = "roll-forgotten"
+    turns = make_turns(user, [(f"{user} secret {i}", f"noted {i}") for i in range(3)])
+    holder: dict[str, Stack] = {}
+    outcome: list[str] = []
+
+    class DeletesBeforeThePass(Reconciler):
+        async def start(self) -> Owed:
+            stack = holder.get("stack")
+            if stack is not None and stack.gate is not None and stack.gate.closed:
+                assert stack.service is not None
+                await stack.service.add_turns(turns[2:])  # acknowledged, its send dropped
+                # the DELETE's marker to the messages topic waits for the gate: not for long
+                stack.gate.timeout_s = 2
+                try:
+                    await stack.service.forget(user)
+                    outcome.append("deleted")
+                except BrokerError:
+                    outcome.append("deleted, the marker's send timed out")
+            return await super().start()
+
+    monkeypatch.setattr(stack_module, "Reconciler", DeletesBeforeThePass)
+    async with running_stack(tmp_path / "data") as stack:
+        assert stack.service is not None
+        service = stack.service
+        await service.add_turns(turns[:2])
+        await eventually(lambda: _pages(stack, user, 2), 120, every_s=0.5)
+        holder["stack"] = stack
+        await stack.recycle_broker()
+        assert outcome, "the DELETE ran inside the roll"
+
+        async def forgotten() -> bool:
+            return not await service.forgetting(user)
+
+        await eventually(forgotten, 90, every_s=0.5)
+        await asyncio.sleep(5)  # time for a wrongly re-sent turn to be placed
+        memory = await service.get_memory(user)
+        assert memory_summary(memory) == ([], []), "a turn acknowledged before the DELETE came back"

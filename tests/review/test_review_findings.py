@@ -427,7 +427,7 @@ async def test_f8_resume_while_a_persona_job_is_queued_sends_the_same_pages_agai
 
 
 class NoJournalLike:
-    async def pending(self, limit: int = 10_000) -> list[Any]:
+    async def pending(self, limit: int = 10_000, after: int = 0) -> list[Any]:
         return []
 
     async def pending_messages(self, limit: int = 10_000) -> list[Any]:
