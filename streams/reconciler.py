@@ -38,6 +38,7 @@ from schemas.topics import MESSAGES, MTM, TURNS, user_key
 
 log = logging.getLogger(__name__)
 Send = Callable[[str, bytes, bytes], Awaitable[None]]
+JOURNAL_READ = 10_000  # journaled turns read per pass; the stack catches up past them at start
 
 
 @dataclass
@@ -93,7 +94,7 @@ class Reconciler:
             seen.add(key)
             return everything or key in self._seen
 
-        entries = await self.journal.pending()
+        entries = await self.journal.pending(limit=JOURNAL_READ)
         self.read_through = max((entry.seq for entry in entries), default=0)
         messages = await self.journal.pending_messages()
         forgetting = await self.repo.open_tombstones()

@@ -141,6 +141,8 @@ class Stack:
             self.service = ResponseService(self._service_deps(), self.gate, self.journal)
             self.service.forget_lock = self._forget_lock
             await self._start_pipeline()
+            # a backlog beyond one reconciler read, before any client can add a later turn
+            await self.catch_up_journal()
             self._start_watch()
         if settings.memory_trim_interval_s > 0:
             # every role: native code frees memory each turn and glibc keeps it (issue 18)
@@ -246,10 +248,12 @@ class Stack:
             self.gate.open(self._send)
 
     async def catch_up_journal(self) -> int:
-        """With the gate closed: send the turns journaled after the reconciler's start pass read
-        the journal, oldest first, until a read finds none and no turn send was dropped while
-        it ran. The caller opens the gate right after, with no await in between, so no turn
-        can be sent before an earlier one of its user. Returns how many were sent."""
+        """Send the turns journaled after the reconciler's start pass read the journal (during
+        a roll, with the gate closed) or past that read's limit (a backlog at start), oldest
+        first, until a read finds none and no turn send was dropped while it ran. A roll opens
+        the gate right after, with no await in between, so no turn can be sent before an
+        earlier one of its user; at start no client is served yet. Returns how many were
+        sent."""
         assert self.gate is not None
         assert self.reconciler is not None
         seq, sent = self.reconciler.read_through, 0
@@ -261,7 +265,7 @@ class Stack:
                 seq, sent = entry.seq, sent + 1
             if not entries and self.gate.dropped == dropped:
                 if sent:
-                    log.info("sent %d turns journaled during the roll's restart", sent)
+                    log.info("sent %d more journaled turns past the reconciler's read", sent)
                 return sent
 
     async def _start_http(self) -> None:

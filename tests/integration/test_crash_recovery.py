@@ -20,8 +20,12 @@ import orjson
 import psutil
 import pytest
 
+from adapters.journal import SqliteJournal, journal_path
+from adapters.settings import load_settings
 from evaluation.fake_openai import FakeOpenAI
-from tests.support.stacks import UpProcess, eventually, make_turns
+from streams import reconciler as reconciler_module
+from streams.broker import free_port
+from tests.support.stacks import FAST_GROUP, UpProcess, eventually, make_turns, running_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
@@ -152,3 +156,35 @@ async def test_sigkill_after_ingest_loses_no_acknowledged_turn(tmp_path: Path) -
                 assert sorted(summary(memory)[2]) == [f"t{i:03d}" for i in range(30)]
         finally:
             up.terminate()
+
+
+@pytest.mark.slow
+async def test_a_backlog_longer_than_one_reconciler_read_is_sent_whole_and_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restart finds more acknowledged turns in the journal than one reconciler pass reads
+    (10,000; 3 here). The rest must go out at start, before a client's new turn of the same
+    user is stored: after that, the reconciler would take them for processed."""
+    monkeypatch.setattr(reconciler_module, "JOURNAL_READ", 3)
+    user, count = "backlog-a", 9
+    turns = make_turns(user, [(f"{user} crate {i}", f"crate {i} noted") for i in range(count)])
+    data_dir = tmp_path / "data"
+    settings = load_settings(data_dir=data_dir, broker_port=free_port(), port=0, **FAST_GROUP)
+    journal = SqliteJournal(journal_path(settings))
+    await journal.append(turns[:-1])  # acknowledged, then the process died before sending
+    journal.close()
+    async with running_stack(data_dir) as stack:
+        assert stack.service is not None
+        await stack.service.add_turns(turns[-1:])  # a client's next turn, right after start
+        memory = await eventually(lambda: _all_pages(stack, user, count), 90, every_s=1.0)
+    short = [p["turn_id"] for p in memory["short_term"]]
+    mid = [p["turn_id"] for s in memory["mid_term"] for p in s["pages"]]
+    expected = [t.turn_id for t in turns]
+    assert sorted(short + mid) == expected, "every acknowledged turn, exactly once"
+    assert short == expected[-STM_CAPACITY:], "the STM window holds the newest, in order"
+
+
+async def _all_pages(stack: Any, user: str, count: int) -> dict[str, Any] | None:
+    memory = await stack.service.get_memory(user)
+    pages = len(memory["short_term"]) + sum(len(s["pages"]) for s in memory["mid_term"])
+    return memory if pages >= count else None
