@@ -39,8 +39,8 @@ class Journal(Protocol):
 
     async def append_messages(self, messages: Sequence[MessageEvent]) -> None: ...
 
-    async def pending_messages(self, limit: int = 10_000) -> list[Entry]:
-        """Journaled messages not yet settled; ``page_id`` holds the message id."""
+    async def pending_messages(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
+        """Journaled messages not yet settled (seq > ``after``); ``page_id`` holds the id."""
         ...
 
     async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None: ...
@@ -77,7 +77,7 @@ class NoJournal:
     async def append_messages(self, messages: Sequence[MessageEvent]) -> None:
         return None
 
-    async def pending_messages(self, limit: int = 10_000) -> list[Entry]:
+    async def pending_messages(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
         return []
 
     async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None:
@@ -138,9 +138,9 @@ class SqliteJournal:
         sql = "INSERT INTO message_inbox (user_id, message_id, value) VALUES (?, ?, ?)"
         await self._run(sql, rows)
 
-    async def pending_messages(self, limit: int = 10_000) -> list[Entry]:
+    async def pending_messages(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
         sql = "SELECT seq, user_id, message_id, value FROM message_inbox"
-        return await self._read(sql, limit)
+        return await self._read(sql, limit, after)
 
     async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None:
         sql = "DELETE FROM message_inbox WHERE user_id = ? AND message_id = ?"

@@ -67,7 +67,9 @@ class Reconciler:
     clock: Clock = field(default_factory=SystemClock)
     keyring: Keyring | None = None  # the stages' (one cache per process); made if not given
     _seen: set[str] = field(default_factory=set)
-    read_through: int = 0  # the newest journal seq the last pass read (a roll catches up after)
+    # the newest journal seqs the last pass read (turns, messages): a roll catches up after
+    read_through: int = 0
+    messages_read_through: int = 0
 
     def __post_init__(self) -> None:
         if self.keyring is None:
@@ -96,7 +98,8 @@ class Reconciler:
 
         entries = await self.journal.pending(limit=JOURNAL_READ)
         self.read_through = max((entry.seq for entry in entries), default=0)
-        messages = await self.journal.pending_messages()
+        messages = await self.journal.pending_messages(limit=JOURNAL_READ)
+        self.messages_read_through = max((entry.seq for entry in messages), default=0)
         forgetting = await self.repo.open_tombstones()
         # A user being forgotten keeps every journaled turn until the marker has passed:
         # a marker sent again purges what those turns wrote, so they must follow it again.

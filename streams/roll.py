@@ -18,7 +18,9 @@ While the gate is closed the service keeps accepting turns:
   meanwhile is not sent at all. Leaving the late turns to a periodic pass lost them: a later
   turn of the same user was stored first, and the reconciler took the earlier one for
   processed (a soak at 25 turns/s lost 55 of 7,496 turns over 4 rolls). A DELETE's marker
-  is dropped the same way; its open tombstone makes a reconciler pass send it.
+  is dropped the same way; its open tombstone makes a reconciler pass send it. Messages of a
+  message bus (``memoryos.messages``) are journaled too and go the same way, so neither a
+  client's POST nor a DELETE (whose marker goes to both topics) waits for the roll.
 - every other send (a retrieval's visits) waits for the fresh broker, at most
   ``timeout_s``, then fails visibly (503 "broker unavailable").
 """
@@ -32,7 +34,7 @@ from collections.abc import Awaitable, Callable
 import psutil  # type: ignore[import-untyped]
 
 from schemas.errors import BrokerError
-from schemas.topics import TURNS
+from schemas.topics import MESSAGES, TURNS
 
 log = logging.getLogger(__name__)
 Send = Callable[[str, bytes, bytes], Awaitable[None]]
@@ -72,7 +74,7 @@ class GatedSink:
 
     async def send(self, topic: str, key: bytes, value: bytes) -> None:
         if not self._open.is_set():
-            if self.journaled and topic == TURNS:
+            if self.journaled and topic in (TURNS, MESSAGES):
                 self.dropped += 1  # journaled (or a tombstone): sent from the journal instead
                 return
             try:

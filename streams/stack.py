@@ -20,7 +20,7 @@ from adapters.native_memory import release_forever
 from adapters.settings import Settings
 from adapters.wiring import build_deps, close_deps
 from schemas.errors import ConfigError
-from schemas.topics import PIPELINE_TOPICS, TURNS, user_key
+from schemas.topics import MESSAGES, PIPELINE_TOPICS, TURNS, user_key
 from service.http import create_http_app
 from service.response import ResponseService
 from streams.app import MemoryApp, create_app
@@ -248,22 +248,27 @@ class Stack:
             self.gate.open(self._send)
 
     async def catch_up_journal(self) -> int:
-        """Send the turns journaled after the reconciler's start pass read the journal (during
-        a roll, with the gate closed) or past that read's limit (a backlog at start), oldest
-        first, until a read finds none and no turn send was dropped while it ran. A roll opens
-        the gate right after, with no await in between, so no turn can be sent before an
-        earlier one of its user; at start no client is served yet. Returns how many were
-        sent."""
+        """Send the turns and bus messages journaled after the reconciler's start pass read
+        the journal (during a roll, with the gate closed) or past that read's limit (a backlog
+        at start), oldest first, until a read finds none and no send was dropped while it ran.
+        A roll opens the gate right after, with no await in between, so nothing is sent before
+        an earlier turn or message of its user; at start no client is served yet. Returns how
+        many were sent."""
         assert self.gate is not None
         assert self.reconciler is not None
-        seq, sent = self.reconciler.read_through, 0
+        seq, message_seq = self.reconciler.read_through, self.reconciler.messages_read_through
+        sent = 0
         while True:
             dropped = self.gate.dropped
             entries = await self.journal.pending(after=seq)
+            messages = await self.journal.pending_messages(after=message_seq)
             for entry in entries:
                 await self._send(TURNS, user_key(entry.user_id), entry.value)
                 seq, sent = entry.seq, sent + 1
-            if not entries and self.gate.dropped == dropped:
+            for entry in messages:
+                await self._send(MESSAGES, user_key(entry.user_id), entry.value)
+                message_seq, sent = entry.seq, sent + 1
+            if not entries and not messages and self.gate.dropped == dropped:
                 if sent:
                     log.info("sent %d more journaled turns past the reconciler's read", sent)
                 return sent

@@ -430,7 +430,7 @@ class NoJournalLike:
     async def pending(self, limit: int = 10_000, after: int = 0) -> list[Any]:
         return []
 
-    async def pending_messages(self, limit: int = 10_000) -> list[Any]:
+    async def pending_messages(self, limit: int = 10_000, after: int = 0) -> list[Any]:
         return []
 
     async def settle(self, seqs: Any) -> None:

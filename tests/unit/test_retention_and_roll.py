@@ -10,7 +10,7 @@ import pytest
 from adapters import native_memory
 from adapters.settings import Settings
 from schemas.errors import BrokerError
-from schemas.topics import DLQ, MTM, PIPELINE_TOPICS, TURNS
+from schemas.topics import DLQ, MESSAGES, MTM, PIPELINE_TOPICS, TURNS
 from streams.retention import TABLES, changelog_topic, topic_configs
 from streams.roll import BrokerWatch, GatedSink, rss_bytes
 
@@ -48,7 +48,7 @@ async def test_a_closed_gate_drops_journaled_turns_counting_them_and_holds_the_r
     gate = GatedSink(old.send, journaled=True, timeout_s=30)
     gate.close()
     await gate.send(TURNS, b"u", b"t1")  # journaled already: sent from the journal
-    await gate.send(TURNS, b"u", b"t2")
+    await gate.send(MESSAGES, b"u", b"m1")  # a bus message is journaled as well
     assert gate.dropped == 2, "a catch-up read knows a turn came while it ran"
     visit = asyncio.create_task(gate.send(MTM, b"u", b"visit"))
     await asyncio.sleep(0)
