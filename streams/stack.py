@@ -33,6 +33,7 @@ from streams.retention import ensure_topics
 from streams.roll import BrokerWatch, GatedSink
 
 log = logging.getLogger(__name__)
+CATCH_UP_ATTEMPTS = 5  # 0.5 + 1 + 2 + 4 s of backoff before a roll gives up on a send
 
 
 class KafkaSink:
@@ -263,15 +264,28 @@ class Stack:
             entries = await self.journal.pending(after=seq)
             messages = await self.journal.pending_messages(after=message_seq)
             for entry in entries:
-                await self._send(TURNS, user_key(entry.user_id), entry.value)
+                await self._send_patiently(TURNS, user_key(entry.user_id), entry.value)
                 seq, sent = entry.seq, sent + 1
             for entry in messages:
-                await self._send(MESSAGES, user_key(entry.user_id), entry.value)
+                await self._send_patiently(MESSAGES, user_key(entry.user_id), entry.value)
                 message_seq, sent = entry.seq, sent + 1
             if not entries and not messages and self.gate.dropped == dropped:
                 if sent:
                     log.info("sent %d more journaled turns past the reconciler's read", sent)
                 return sent
+
+    async def _send_patiently(self, topic: str, key: bytes, value: bytes) -> None:
+        """A catch-up send, retried with backoff: giving up opens the gate with the turn unsent,
+        and a later turn of its user, stored first, would make the reconciler settle it."""
+        for attempt in range(CATCH_UP_ATTEMPTS):
+            try:
+                await self._send(topic, key, value)
+                return
+            except Exception as exc:
+                if attempt == CATCH_UP_ATTEMPTS - 1:
+                    raise
+                log.warning("a catch-up send failed (%r); trying again", exc)
+                await asyncio.sleep(0.5 * 2**attempt)
 
     async def _start_http(self) -> None:
         assert self.service is not None

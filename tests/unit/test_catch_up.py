@@ -1,0 +1,79 @@
+"""Stack.catch_up_journal: what a roll sends from the journal before its gate opens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from adapters.journal import SqliteJournal
+from adapters.settings import Settings
+from schemas.codec import dumps
+from schemas.errors import BrokerError
+from schemas.topics import TURNS
+from streams.roll import GatedSink
+from streams.stack import Stack
+from tests.support.stacks import make_turns
+
+pytestmark = pytest.mark.asyncio
+
+
+class Racing(SqliteJournal):
+    """A journal whose first read misses a turn acknowledged while it runs."""
+
+    def __init__(self, path: Path, late: object, gate: GatedSink) -> None:
+        super().__init__(path)
+        self.late, self.gate, self.reads = late, gate, 0
+
+    async def pending(self, limit: int = 10_000, after: int = 0):  # type: ignore[no-untyped-def]
+        found = await super().pending(limit, after)
+        self.reads += 1
+        if self.reads == 1:  # the client's turn lands after the read's snapshot
+            await self.append([self.late])  # type: ignore[list-item]
+            await self.gate.send(TURNS, b"u", dumps(self.late))  # dropped: gate closed
+        return found
+
+
+def stack_with(tmp_path: Path, read_through: int) -> tuple[Stack, list[bytes], GatedSink]:
+    stack = Stack(Settings(data_dir=tmp_path))
+    sent: list[bytes] = []
+    failures = [BrokerError("the fresh producer is not ready yet")]
+
+    async def send(topic: str, key: bytes, value: bytes) -> None:
+        if failures:
+            raise failures.pop()
+        sent.append(value)
+
+    stack._send = send  # type: ignore[method-assign]
+    stack.gate = GatedSink(send, journaled=True, timeout_s=30)
+    stack.gate.close()
+    stack.reconciler = SimpleNamespace(read_through=read_through, messages_read_through=0)  # type: ignore[assignment]
+    return stack, sent, stack.gate
+
+
+async def test_the_catch_up_sends_what_the_start_pass_did_not_read_in_order(
+    tmp_path: Path,
+) -> None:
+    turns = make_turns("u", [(f"step {i}", f"ok {i}") for i in range(5)])
+    stack, sent, _ = stack_with(tmp_path, read_through=2)  # the start pass read seq 1 and 2
+    stack.journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    await stack.journal.append(turns)
+    assert await stack.catch_up_journal() == 3
+    assert sent == [dumps(t) for t in turns[2:]], (
+        "after the read, oldest first; a failed send retried"
+    )
+
+
+async def test_a_turn_acknowledged_while_the_catch_up_reads_is_sent_before_the_gate_opens(
+    tmp_path: Path,
+) -> None:
+    turns = make_turns("u", [(f"step {i}", f"ok {i}") for i in range(4)])
+    stack, sent, gate = stack_with(tmp_path, read_through=3)  # the start pass read them all
+    journal = Racing(tmp_path / "journal.sqlite3", turns[3], gate)
+    await journal.append(turns[:3])
+    stack.journal = journal
+    # the first read finds nothing, but a send was dropped while it ran: read again
+    assert await stack.catch_up_journal() == 1
+    assert sent == [dumps(turns[3])]
+    assert journal.reads == 3
