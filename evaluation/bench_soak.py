@@ -6,12 +6,13 @@ round-robin over the users; a few retrievals a second run beside them. Every few
 sample records this process's RSS, the broker's RSS, the store's size on disk, the consumer
 lag, the pages placed and the broker rolls. Turns are made on the fly, a block per user at a
 time, so the driver itself holds no growing list. At the end the pipeline drains and every
-user's page counts are checked: each turn in memory exactly once.
+user's history is checked (``verify_histories``): each turn linked once, in order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import random
 import time
@@ -21,9 +22,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from adapters.deps import Deps
 from adapters.ports import PAGES
 from adapters.settings import Settings
-from evaluation.bench_common import parts, percentiles_ms, say, verify_counts
+from evaluation.bench_common import parts, percentiles_ms, say
 from evaluation.bench_data import START, conversation
 from evaluation.scratch import fresh_stack
 from schemas.turn import TurnEvent
@@ -182,8 +184,39 @@ async def run_soak(settings: Settings, plan: SoakPlan) -> SoakRun:
             run.drained_s = round(time.monotonic() - started, 1)
         run.samples.append(await sample(stack, run, started))
         _, deps = parts(stack)
-        run.mismatched = await verify_counts(deps, run.sent, settings.stm_capacity)
+        run.mismatched = await verify_histories(deps, run.sent, settings, plan.seed)
     return run
+
+
+async def verify_histories(
+    deps: Deps, sent: dict[str, int], settings: Settings, seed: int
+) -> list[str]:
+    """Users whose memory does not show each of their turns linked exactly once, in order.
+
+    Page counts alone cannot tell once MTM is full: past ``mtm_capacity`` segments a user's
+    coldest segment is evicted with its pages (the paper's design), so a long soak has fewer
+    pages than turns. The chain numbers every linked turn (``seq`` = 1, 2, ...), so the
+    newest page's seq equals the turns sent only if none was lost or linked twice; the STM
+    window must hold the newest turns in order; and MTM may hold fewer pages than the rest
+    only when the user's segments are at capacity.
+    """
+    wrong = []
+    for user, turns in sent.items():
+        ids = [turn.turn_id for turn in itertools.islice(user_turns(user, seed), turns)]
+        window = await deps.repo.stm_pages(user, with_vectors=False)
+        counts = await deps.repo.count_user(user)
+        newest = window[-1].seq if window else 0
+        expected_window = ids[-min(turns, settings.stm_capacity) :]
+        rest = turns - len(expected_window)
+        full = counts["segments"] >= settings.mtm_capacity
+        if (
+            [page.turn_id for page in window] != expected_window
+            or newest != turns
+            or counts["mid_term_pages"] > rest
+            or (counts["mid_term_pages"] < rest and not full)
+        ):
+            wrong.append(f"{user}: newest seq {newest}, {counts} for {turns} turns")
+    return wrong
 
 
 def summary(run: SoakRun) -> dict[str, Any]:

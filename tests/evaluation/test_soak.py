@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
+from typing import Any
 
-from evaluation.bench_soak import SoakPlan, SoakRun, summary, user_turns
+import pytest
+
+from adapters.settings import Settings
+from evaluation.bench_soak import SoakPlan, SoakRun, summary, user_turns, verify_histories
 
 
 def test_a_users_endless_conversation_has_unique_ids_and_ordered_times() -> None:
@@ -32,3 +37,35 @@ def test_the_summary_reports_peaks_and_the_second_half_slope() -> None:
     assert result["broker_rolls"] == 1
     assert result["process_rss_mb_peak"] == 802
     assert result["process_rss_mb_per_1000_turns_second_half"] == 10.0  # 2 MB over 200 turns
+
+
+class StubRepo:
+    """One user's STM window (turn ids with their chain seq) and tier counts."""
+
+    def __init__(self, window: list[tuple[str, int]], mid_term: int, segments: int) -> None:
+        self.window, self.mid_term, self.segments = window, mid_term, segments
+
+    async def stm_pages(self, user_id: str, with_vectors: bool = True) -> list[Any]:
+        return [SimpleNamespace(turn_id=t, seq=seq) for t, seq in self.window]
+
+    async def count_user(self, user_id: str) -> dict[str, int]:
+        return {"short_term": len(self.window), "mid_term_pages": self.mid_term,
+                "segments": self.segments}  # fmt: skip
+
+
+async def check(window_from: int, newest: int, mid_term: int, segments: int) -> list[str]:
+    ids = [t.turn_id for t in itertools.islice(user_turns("u", seed=7), 20)]
+    window = [(ids[i], newest - (19 - i)) for i in range(window_from, 20)]
+    deps = SimpleNamespace(repo=StubRepo(window, mid_term, segments))
+    settings = Settings(stm_capacity=7, mtm_capacity=5)
+    return await verify_histories(deps, {"u": 20}, settings, seed=7)  # type: ignore[arg-type]
+
+
+@pytest.mark.asyncio
+async def test_the_history_check_tells_eviction_from_loss() -> None:
+    assert await check(13, newest=20, mid_term=13, segments=4) == []  # all there
+    assert await check(13, newest=20, mid_term=9, segments=5) == []  # MTM full: evicted
+    assert await check(13, newest=20, mid_term=9, segments=4), "fewer pages, MTM not full"
+    assert await check(13, newest=19, mid_term=13, segments=4), "a turn never linked"
+    assert await check(13, newest=21, mid_term=13, segments=4), "a turn linked twice"
+    assert await check(12, newest=20, mid_term=12, segments=4), "the window is not the newest 7"
