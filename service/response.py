@@ -104,9 +104,12 @@ class ResponseService:
 
     async def add_messages(self, messages: Sequence[MessageEvent]) -> list[str]:
         """Messages for the pairing stage; acknowledged once durable, as turns are."""
-        await self.journal.append_messages(messages)
-        for message in messages:
-            await self.sink.send(MESSAGES, user_key(message.user_id), dumps(message))
+        # Locked as turns are: a DELETE between the journal entry and its send would let a
+        # message from before it reach the pairing stage behind the marker, and be kept.
+        async with self._user_locks.hold({message.user_id for message in messages}):
+            await self.journal.append_messages(messages)
+            for message in messages:
+                await self.sink.send(MESSAGES, user_key(message.user_id), dumps(message))
         return [message.message_id for message in messages]
 
     async def forgetting(self, user_id: str) -> bool:

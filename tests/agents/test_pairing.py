@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -179,3 +180,31 @@ async def test_a_crash_loses_no_acknowledged_message(tmp_path: Path) -> None:
     await reconciler.run_pass()
     assert await journal.pending_messages() == []
     assert await journal.pending() == []
+
+
+async def test_a_delete_racing_a_message_waits_for_its_send_and_then_wins() -> None:
+    """The DELETE started while a message is between its journal entry and its send waits for
+    the send, so the message is ahead of the marker and is forgotten with the rest."""
+    pipeline = Pipeline(await make_deps(stm_capacity=7))
+    racer: asyncio.Task[object] | None = None
+
+    class RacingSink:
+        async def send(self, topic: str, key: bytes, value: bytes) -> None:
+            nonlocal racer
+            if topic == MESSAGES and racer is None and b'"message_id":"m4"' in value:
+                racer = asyncio.create_task(service.forget("ann"))
+                await asyncio.sleep(0.01)  # give the DELETE every chance to run now
+            await pipeline.send(topic, key, value)
+
+    service = ResponseService(pipeline.deps, RacingSink())
+    await service.add_messages([EMAIL[0]])
+    await service.add_messages([EMAIL[1]])
+    assert racer is not None
+    await racer
+    sent = [s.value for s in pipeline.topics[MESSAGES]]
+    marker = next(i for i, value in enumerate(sent) if b'"kind":"forget"' in value)
+    assert marker > next(i for i, value in enumerate(sent) if b'"message_id":"m4"' in value)
+    await service.add_messages([EMAIL[2]])
+    await pipeline.drain()
+    pages = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
+    assert [(p.query, p.response) for p in pages] == [("", EMAIL[2].text)]
