@@ -108,3 +108,9 @@ class Metrics:
             ["topic", "partition"],
             registry=r,
         )
+        self.broker_rolls = Counter(
+            "memoryos_broker_rolls",
+            "Log rolls of the embedded broker per outcome (done; failed: tried again)",
+            ["outcome"],
+            registry=r,
+        )

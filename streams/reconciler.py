@@ -70,6 +70,9 @@ class Reconciler:
     # the newest journal seqs the last pass read (turns, messages): a roll catches up after
     read_through: int = 0
     messages_read_through: int = 0
+    # the open DELETEs that pass read (their markers sent again if embedded): a roll sends
+    # the markers of DELETEs after it
+    forgetting: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.keyring is None:
@@ -77,7 +80,10 @@ class Reconciler:
 
     async def start(self) -> Owed:
         """Everything owed, now: called once the stages run, before clients are served."""
-        owed = await self.run_pass(everything=True)
+        async with self.lock:
+            settled = await self._settle_past_one_read()
+            owed = await self._pass(everything=True)
+        owed.settled += settled
         if self.embedded:
             for user_id in await self.repo.users_with_doc(HEAT_DOC):
                 await self.send(MTM, user_key(user_id), dumps(Resume(user_id=user_id)))
@@ -100,7 +106,7 @@ class Reconciler:
         self.read_through = max((entry.seq for entry in entries), default=0)
         messages = await self.journal.pending_messages(limit=JOURNAL_READ)
         self.messages_read_through = max((entry.seq for entry in messages), default=0)
-        forgetting = await self.repo.open_tombstones()
+        forgetting = self.forgetting = await self.repo.open_tombstones()
         # A user being forgotten keeps every journaled turn until the marker has passed:
         # a marker sent again purges what those turns wrote, so they must follow it again.
         for user_id, at in forgetting.items():
@@ -151,6 +157,29 @@ class Reconciler:
                     owed.leaving += 1
         self._seen = seen
         return owed
+
+    async def _settle_past_one_read(self) -> int:
+        """A pass reads the oldest ``JOURNAL_READ`` turns, and the stack sends the rest of a
+        longer backlog unjudged: so the pass's "below the newest stored page" rule is applied
+        here first, over the whole journal, or an old turn whose page has been evicted since
+        would be linked anew as its user's newest page."""
+        forgetting = await self.repo.open_tombstones()
+        read: list[tuple[int, str]] = []
+        newest: dict[str, int] = {}
+        after = 0
+        while entries := await self.journal.pending(limit=JOURNAL_READ, after=after):
+            if not after and len(entries) < JOURNAL_READ:
+                return 0  # one read holds it all: the pass judges it whole
+            after = entries[-1].seq
+            entries = [entry for entry in entries if entry.user_id not in forgetting]
+            stored = await self.repo.page_tiers([entry.page_id for entry in entries])
+            for entry in entries:
+                read.append((entry.seq, entry.user_id))
+                if entry.page_id in stored:
+                    newest[entry.user_id] = max(newest.get(entry.user_id, -1), entry.seq)
+        done = [seq for seq, user_id in read if seq <= newest.get(user_id, -1)]
+        await self.journal.settle(done)
+        return len(done)
 
     async def _tick_waiting(self, forgetting: dict[str, float]) -> int:
         """Time, for every user with messages waiting: the pairing stage flushes the overdue."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import logging
 from collections.abc import Awaitable, Mapping
 from typing import Any, Literal
@@ -19,7 +20,9 @@ from adapters.journal import Journal, NoJournal, open_journal
 from adapters.native_memory import release_forever
 from adapters.settings import Settings
 from adapters.wiring import build_deps, close_deps
+from schemas.codec import dumps
 from schemas.errors import ConfigError
+from schemas.records import ForgetUser
 from schemas.topics import MESSAGES, PIPELINE_TOPICS, TURNS, user_key
 from service.http import create_http_app
 from service.response import ResponseService
@@ -34,6 +37,7 @@ from streams.roll import BrokerWatch, GatedSink
 
 log = logging.getLogger(__name__)
 CATCH_UP_ATTEMPTS = 5  # 0.5 + 1 + 2 + 4 s of backoff before a roll gives up on a send
+ROLL_RETRY_MAX_S = 30.0  # the longest wait between two tries of a failed roll
 
 
 class KafkaSink:
@@ -144,6 +148,7 @@ class Stack:
             await self._start_pipeline()
             # a backlog beyond one reconciler read, before any client can add a later turn
             await self.catch_up_journal()
+            self._start_reconciling()
             self._start_watch()
         if settings.memory_trim_interval_s > 0:
             # every role: native code frees memory each turn and glibc keeps it (issue 18)
@@ -193,9 +198,6 @@ class Stack:
             keyring=self.deps.keyring,
         )
         await self.reconciler.start()
-        self._reconcile_task = asyncio.create_task(
-            self.reconciler.run_forever(settings.reconcile_interval_s)
-        )
         self.lag = LagProbe(
             self.broker_url.removeprefix("kafka://"), settings.app_id, PIPELINE_TOPICS, settings
         )
@@ -222,6 +224,13 @@ class Stack:
             self.memory_app.app.conf.stream_wait_empty = False
             await self._bounded("worker", self.memory_app.app.stop(), 30)
 
+    def _start_reconciling(self) -> None:
+        """Periodic passes, once the journal is caught up: a pass meanwhile would send a turn
+        the catch-up sends too, or settle one it is about to send."""
+        assert self.reconciler is not None
+        interval_s = self.settings.reconcile_interval_s
+        self._reconcile_task = asyncio.create_task(self.reconciler.run_forever(interval_s))
+
     def _start_watch(self) -> None:
         budget = self.settings.broker_memory_budget_mb << 20
         if self.broker is None or budget == 0:
@@ -234,42 +243,73 @@ class Stack:
     async def recycle_broker(self) -> None:
         """A log roll: drain, a fresh broker and worker, the reconciler re-sends what is owed.
 
-        Turns acknowledged meanwhile are journaled; the gate leaves them to the reconciler.
+        Turns acknowledged meanwhile are journaled and sent from the journal (streams/roll.py).
+        A roll that fails is tried again, gate still closed, until one succeeds: opening the
+        gate with journaled turns unsent would let a later turn of their user be stored first,
+        and the reconciler would then take them for processed.
         """
         assert self.broker is not None
         assert self.gate is not None
+        assert self.deps is not None
+        rolls = self.deps.metrics.broker_rolls
         self.gate.close()
         try:
-            await self._stop_pipeline(self.settings.drain_timeout_s)
-            await asyncio.to_thread(self.broker.stop)
-            await asyncio.to_thread(self.broker.start)
-            await self._start_pipeline()
-            await self.catch_up_journal()
+            for attempt in itertools.count():
+                try:
+                    await self._roll()
+                    rolls.labels(outcome="done").inc()
+                    return
+                except Exception:
+                    rolls.labels(outcome="failed").inc()
+                    log.exception("a log roll failed (attempt %d); trying it again", attempt + 1)
+                    await asyncio.sleep(min(ROLL_RETRY_MAX_S, 2.0**attempt))
         finally:
             self.gate.open(self._send)
 
+    async def _roll(self) -> None:
+        assert self.broker is not None
+        await self._stop_pipeline(self.settings.drain_timeout_s)
+        await asyncio.to_thread(self.broker.stop)
+        await asyncio.to_thread(self.broker.start)
+        await self._start_pipeline()
+        await self.catch_up_journal()
+        self._start_reconciling()
+
     async def catch_up_journal(self) -> int:
-        """Send the turns and bus messages journaled after the reconciler's start pass read
-        the journal (during a roll, with the gate closed) or past that read's limit (a backlog
-        at start), oldest first, until a read finds none and no send was dropped while it ran.
+        """Send the DELETE markers, turns and bus messages journaled after the reconciler's
+        start pass read the journal (during a roll, with the gate closed) or past that read's
+        limit (a backlog at start), oldest first, until a read finds none and no send was
+        dropped while it ran.
         A roll opens the gate right after, with no await in between, so nothing is sent before
         an earlier turn or message of its user; at start no client is served yet. Returns how
         many were sent."""
         assert self.gate is not None
         assert self.reconciler is not None
+        assert self.deps is not None
         seq, message_seq = self.reconciler.read_through, self.reconciler.messages_read_through
+        marked = dict(self.reconciler.forgetting)  # the start pass sent these markers
         sent = 0
         while True:
             dropped = self.gate.dropped
-            entries = await self.journal.pending(after=seq)
-            messages = await self.journal.pending_messages(after=message_seq)
+            async with self._forget_lock:  # a DELETE is wholly before these reads or after
+                forgetting = await self.deps.repo.open_tombstones()
+                entries = await self.journal.pending(after=seq)
+                messages = await self.journal.pending_messages(after=message_seq)
+            # A DELETE's marker dropped by the gate goes before its user's later turns and
+            # messages: the pairing stage drops a message that arrives ahead of the marker.
+            markers = [(user, at) for user, at in forgetting.items() if marked.get(user) != at]
+            for user_id, at in markers:
+                marker = dumps(ForgetUser(user_id=user_id, at=at))
+                await self._send_patiently(TURNS, user_key(user_id), marker)
+                await self._send_patiently(MESSAGES, user_key(user_id), marker)
+                marked[user_id], sent = at, sent + 1
             for entry in entries:
                 await self._send_patiently(TURNS, user_key(entry.user_id), entry.value)
                 seq, sent = entry.seq, sent + 1
             for entry in messages:
                 await self._send_patiently(MESSAGES, user_key(entry.user_id), entry.value)
                 message_seq, sent = entry.seq, sent + 1
-            if not entries and not messages and self.gate.dropped == dropped:
+            if not (entries or messages or markers) and self.gate.dropped == dropped:
                 if sent:
                     log.info("sent %d more journaled turns past the reconciler's read", sent)
                 return sent

@@ -7,6 +7,7 @@ broker and worker, the reconciler re-sends what is owed. Turns keep arriving mea
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,9 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from memory.ids import message_turn_id
+from schemas.errors import BrokerError
+from schemas.message import MessageEvent
 from streams import stack as stack_module
 from streams.reconciler import Owed, Reconciler
 from streams.retention import topic_configs
@@ -194,3 +198,93 @@ async def test_a_turn_deleted_during_a_roll_does_not_come_back(
         await asyncio.sleep(5)  # time for a wrongly re-sent turn to be placed
         memory = await service.get_memory(user)
         assert memory_summary(memory) == ([], []), "a turn acknowledged before the DELETE came back"
+
+
+@pytest.mark.slow
+async def test_a_delete_after_the_start_pass_keeps_what_its_user_says_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DELETE inside a roll after the start pass read the tombstones, then a bus message pair
+    and a turn of the same user, all while the gate is closed. The gate dropped the marker:
+    the catch-up must send it ahead of them, or the pairing stage drops the messages as ones
+    from before the DELETE (and the DELETE waits for two periodic passes, 60 s apart here)."""
+    user = "roll-reborn"
+    before = make_turns(user, [(f"{user} old secret {i}", f"noted {i}") for i in range(2)])
+    after = make_turns(user, [(f"{user} fresh start", "welcome back")], prefix="n")
+    at = datetime(2024, 3, 2, 9, 0, tzinfo=UTC)
+    pair = [
+        MessageEvent(user_id=user, conversation_id="c1", message_id="m1", role="user",
+                     text="my new parcel is late", timestamp=at),
+        MessageEvent(user_id=user, conversation_id="c1", message_id="m2", role="assistant",
+                     text="it ships today", timestamp=at + timedelta(seconds=5)),
+    ]  # fmt: skip
+    holder: dict[str, Stack] = {}
+
+    class DeletesAfterThePass(Reconciler):
+        async def start(self) -> Owed:
+            owed = await super().start()
+            stack = holder.get("stack")
+            if stack is not None and stack.gate is not None and stack.gate.closed:
+                assert stack.service is not None
+                await stack.service.forget(user)  # its markers are dropped by the gate
+                await stack.service.add_messages(pair)
+                await stack.service.add_turns(after)
+            return owed
+
+    monkeypatch.setattr(stack_module, "Reconciler", DeletesAfterThePass)
+    async with running_stack(tmp_path / "data") as stack:
+        assert stack.service is not None
+        service = stack.service
+        await service.add_turns(before)
+        await eventually(lambda: _pages(stack, user, 2), 120, every_s=0.5)
+        holder["stack"] = stack
+        await stack.recycle_broker()
+
+        async def complete() -> bool:
+            return not await service.forgetting(user)
+
+        await eventually(complete, 30, every_s=0.5)  # well before a periodic pass
+        memory = await eventually(lambda: _pages(stack, user, 2), 30, every_s=0.5)
+        short, mid = memory_summary(memory)
+        paired = message_turn_id(user, "m2")
+        assert sorted(short + mid) == sorted([after[0].turn_id, paired]), "only what came after"
+
+
+@pytest.mark.slow
+async def test_a_failed_roll_is_tried_again_with_the_gate_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first roll's catch-up fails after a turn was acknowledged inside it: the roll is
+    tried again before the gate opens, so that turn is placed before the later ones."""
+    user, count = "roll-retried", 8
+    turns = make_turns(user, [(f"{user} step {i}", f"step {i} done") for i in range(count)])
+    failures: list[str] = []
+    catch_up = Stack.catch_up_journal
+
+    async def fails_once(self: Stack) -> int:
+        if self.gate is not None and self.gate.closed and not failures:
+            assert self.service is not None
+            await self.service.add_turns(turns[3:5])  # acknowledged, their sends dropped
+            failures.append("catch-up")
+            raise BrokerError("the fresh broker went away")
+        return await catch_up(self)
+
+    monkeypatch.setattr(Stack, "catch_up_journal", fails_once)
+    async with running_stack(tmp_path / "data") as stack:
+        assert stack.service is not None
+        assert stack.deps is not None
+        await stack.service.add_turns(turns[:3])
+        await eventually(lambda: _pages(stack, user, 3), 120, every_s=0.5)
+        await stack.recycle_broker()
+        assert failures, "the first try failed"
+        assert stack.gate is not None
+        assert not stack.gate.closed
+        await stack.service.add_turns(turns[5:])
+        memory = await eventually(lambda: _pages(stack, user, count), 60, every_s=0.5)
+        short, mid = memory_summary(memory)
+        expected = [t.turn_id for t in turns]
+        assert sorted(short + mid) == expected, "every acknowledged turn, exactly once"
+        assert short == expected[-STM:], "the STM window holds the newest turns, in order"
+        rolls = stack.deps.metrics.broker_rolls
+        assert rolls.labels(outcome="failed")._value.get() == 1
+        assert rolls.labels(outcome="done")._value.get() == 1

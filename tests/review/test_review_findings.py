@@ -28,6 +28,7 @@ from schemas.topics import MTM as MTM_TOPIC
 from schemas.topics import PAGES, PERSONA, TURNS, user_key
 from schemas.turn import TurnEvent
 from service.response import ResponseService
+from streams import reconciler as reconciler_module
 from streams.reconciler import Reconciler
 from tests.support.fakes import FakeLLM, Pipeline, make_deps
 
@@ -275,6 +276,31 @@ async def test_f4_a_turn_whose_segment_was_evicted_returns_as_the_newest_page(
     window = [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")]
     assert window == ["t003", "t004", "t005"]
     assert await stored_turn_ids(pipeline, "ann") == before
+
+
+async def test_f4_a_backlog_longer_than_one_read_settles_evicted_turns_before_sending_any(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same window past one reconciler read: the start pass judges the first read only,
+    and the stack sends the rest unjudged, so the rule runs over the whole journal first."""
+    monkeypatch.setattr(reconciler_module, "JOURNAL_READ", 2)
+    pipeline = Pipeline(await make_deps(mtm_capacity=1, theta=2.0))  # one segment per page
+    service = with_journal(pipeline, tmp_path)
+    await service.add_turns([turn("ann", i) for i in range(6)])
+    await pipeline.drain()
+    before = await stored_turn_ids(pipeline, "ann")
+    assert before == ["t002", "t003", "t004", "t005"]  # t000, t001 evicted with their segments
+    pipeline.crash()
+    reconciler = Reconciler(pipeline.deps.repo, service.journal, pipeline.send)
+    await reconciler.start()
+    # what Stack.catch_up_journal sends: every turn past the pass's read
+    for entry in await service.journal.pending(after=reconciler.read_through):
+        await pipeline.send(TURNS, user_key(entry.user_id), entry.value)
+    await pipeline.drain()
+    window = [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")]
+    assert window == ["t003", "t004", "t005"], "no evicted turn linked anew as the newest"
+    assert await stored_turn_ids(pipeline, "ann") == before
+    assert await service.journal.pending() == []
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from adapters.journal import SqliteJournal
 from adapters.settings import Settings
 from schemas.codec import dumps
 from schemas.errors import BrokerError
+from schemas.records import ForgetUser
 from schemas.topics import TURNS
 from streams.roll import GatedSink
 from streams.stack import Stack
@@ -35,8 +36,16 @@ class Racing(SqliteJournal):
         return found
 
 
-def stack_with(tmp_path: Path, read_through: int) -> tuple[Stack, list[bytes], GatedSink]:
+def stack_with(
+    tmp_path: Path, read_through: int, tombstones: dict[str, float] | None = None
+) -> tuple[Stack, list[bytes], GatedSink]:
+    """``tombstones``: the open DELETEs the catch-up finds; the start pass found none."""
     stack = Stack(Settings(data_dir=tmp_path))
+
+    async def open_tombstones() -> dict[str, float]:
+        return dict(tombstones or {})
+
+    stack.deps = SimpleNamespace(repo=SimpleNamespace(open_tombstones=open_tombstones))  # type: ignore[assignment]
     sent: list[bytes] = []
     failures = [BrokerError("the fresh producer is not ready yet")]
 
@@ -48,7 +57,9 @@ def stack_with(tmp_path: Path, read_through: int) -> tuple[Stack, list[bytes], G
     stack._send = send  # type: ignore[method-assign]
     stack.gate = GatedSink(send, journaled=True, timeout_s=30)
     stack.gate.close()
-    stack.reconciler = SimpleNamespace(read_through=read_through, messages_read_through=0)  # type: ignore[assignment]
+    stack.reconciler = SimpleNamespace(  # type: ignore[assignment]
+        read_through=read_through, messages_read_through=0, forgetting={}
+    )
     return stack, sent, stack.gate
 
 
@@ -77,3 +88,18 @@ async def test_a_turn_acknowledged_while_the_catch_up_reads_is_sent_before_the_g
     assert await stack.catch_up_journal() == 1
     assert sent == [dumps(turns[3])]
     assert journal.reads == 3
+
+
+async def test_a_delete_inside_the_roll_sends_its_marker_before_its_users_later_turns(
+    tmp_path: Path,
+) -> None:
+    """The gate dropped the marker of a DELETE made after the start pass: the catch-up sends
+    it first, or a later message of the user would reach pairing ahead of it and be dropped
+    as one from before the DELETE."""
+    turns = make_turns("u", [(f"after {i}", f"ok {i}") for i in range(2)])
+    stack, sent, _ = stack_with(tmp_path, read_through=0, tombstones={"u": 1_700_000_000.5})
+    stack.journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    await stack.journal.append(turns)  # acknowledged after the DELETE
+    assert await stack.catch_up_journal() == 3
+    marker = dumps(ForgetUser(user_id="u", at=1_700_000_000.5))
+    assert sent == [marker, marker, *(dumps(t) for t in turns)], "turns and messages topics"
