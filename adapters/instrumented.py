@@ -184,6 +184,10 @@ class InstrumentedStore:
         async with self._timed("delete_user"):
             return await self.inner.delete_user(collection, user_id)
 
+    async def vacuum(self) -> int:
+        async with self._timed("vacuum"):
+            return await self.inner.vacuum()
+
     async def close(self) -> None:
         await self.inner.close()
 

@@ -124,6 +124,11 @@ class VectorStore(Protocol):
         """Delete every point of one user; return how many there were."""
         ...
 
+    async def vacuum(self) -> int:
+        """Reclaim the space of deleted and overwritten points; return how many collections
+        were rewritten. A store that does this by itself (a Qdrant server) returns 0."""
+        ...
+
     async def close(self) -> None: ...
 
 

@@ -19,6 +19,7 @@ from adapters.embedders.batching import MicroBatchingEmbedder
 from adapters.journal import Journal, NoJournal, open_journal
 from adapters.native_memory import release_forever
 from adapters.settings import Settings
+from adapters.store_vacuum import vacuum_forever
 from adapters.wiring import build_deps, close_deps
 from schemas.codec import dumps
 from schemas.errors import ConfigError
@@ -107,6 +108,7 @@ class Stack:
         self.watch: BrokerWatch | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._trim_task: asyncio.Task[None] | None = None
+        self._vacuum_task: asyncio.Task[None] | None = None
         self.port = settings.port
         self._tracing = False  # whether this stack switched tracing on (and so switches it off)
 
@@ -153,6 +155,9 @@ class Stack:
         if settings.memory_trim_interval_s > 0:
             # every role: native code frees memory each turn and glibc keeps it (issue 18)
             self._trim_task = asyncio.create_task(release_forever(settings.memory_trim_interval_s))
+        if settings.store_vacuum_interval_s > 0:
+            vacuum = vacuum_forever(self.deps.store, settings.store_vacuum_interval_s)
+            self._vacuum_task = asyncio.create_task(vacuum)
         if self.serve_http:
             steps.phase("http")
             await self._start_http()
@@ -392,7 +397,7 @@ class Stack:
             if self._server is not None:
                 self._server.should_exit = True
                 await self._bounded("http", self._server_task)
-            for task in (self._watch_task, self._trim_task):
+            for task in (self._watch_task, self._trim_task, self._vacuum_task):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

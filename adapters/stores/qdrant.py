@@ -86,6 +86,9 @@ class QdrantStore:
         with store_errors(self.name, f"delete in {collection}"):
             await self._client.delete(collection, points_selector=selector, wait=True)
 
+    async def vacuum(self) -> int:
+        return 0  # the server's own optimizers vacuum in the background
+
     async def delete_user(self, collection: str, user_id: str) -> int:
         """Delete every point of one user; the count is taken just before the delete."""
         spec_of(self._specs, collection)

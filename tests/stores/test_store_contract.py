@@ -330,3 +330,17 @@ async def test_every_adapter_refuses_a_payload_it_could_not_read_back(
     with pytest.raises(UnstorablePayload, match=f"point {pid('x1')}"):
         await store.upsert(PAGES, [point("x1", "alice", [1.0, 0.0, 0.0, 0.0], **bad)])
     assert await store.count(PAGES) == 0
+
+
+async def test_a_vacuum_keeps_every_live_point_as_it_was(store: VectorStore) -> None:
+    """After overwrites and deletes: the same points, payloads and nearest order."""
+    await seed(store)
+    for round_ in range(3):  # overwritten versions, as a page changing tier leaves them
+        await store.upsert(PAGES, [point("a1", "alice", [1.0, 0.0, 0.0, 0.0], round=round_)])
+    await store.delete(PAGES, [pid("a3")])
+    before = await store.scroll(PAGES, "alice")
+    nearest = [h.id for h in await store.search(PAGES, "alice", [1.0, 0.1, 0.0, 0.0], 5)]
+    assert await store.vacuum() >= 0
+    assert await store.scroll(PAGES, "alice") == before
+    assert [h.id for h in await store.search(PAGES, "alice", [1.0, 0.1, 0.0, 0.0], 5)] == nearest
+    assert await store.count(PAGES, "bob") == 1
