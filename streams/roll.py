@@ -15,14 +15,17 @@ While the gate is closed the service keeps accepting turns:
   journaled after that read (``Stack.catch_up_journal``), again and again until a read finds
   none and no send was dropped while it ran, and only then opens the gate. So each turn is
   sent once, after its user's earlier turns, and a turn a DELETE removed from the journal
-  meanwhile is not sent at all. Leaving the late turns to a periodic pass lost them: a later
-  turn of the same user was stored first, and the reconciler took the earlier one for
-  processed (a soak at 25 turns/s lost 55 of 7,496 turns over 4 rolls). A DELETE's marker
-  is dropped the same way; the catch-up sends the marker of every open tombstone the start
-  pass did not, before the user's later turns and messages. Messages of a message bus
-  (``memoryos.messages``) are journaled too and go the same way, so neither a client's POST
-  nor a DELETE (whose marker goes to both topics) waits for the roll.
-- a roll that fails is tried again with the gate still closed, until one succeeds.
+  before a catch-up read is not sent at all (one read just before is sent ahead of the
+  DELETE's marker, as any turn in flight, and purged by it). Leaving the late turns to a
+  periodic pass lost them: a later turn of the same user was stored first, and the
+  reconciler took the earlier one for processed (a soak at 25 turns/s lost 55 of 7,496
+  turns over 4 rolls).
+- a DELETE's marker is dropped the same way; the catch-up sends the marker of every open
+  tombstone the start pass did not see, before the user's later turns and messages.
+- messages of a message bus (``memoryos.messages``) are journaled too and go the same way,
+  so neither a client's POST nor a DELETE (whose marker goes to both topics) waits.
+- a roll that fails, or hangs past its bound, is tried again with the gate still closed,
+  until one succeeds.
 - every other send (a retrieval's visits) waits for the fresh broker, at most
   ``timeout_s``, then fails visibly (503 "broker unavailable").
 """

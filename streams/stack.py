@@ -39,6 +39,7 @@ from streams.roll import BrokerWatch, GatedSink
 log = logging.getLogger(__name__)
 CATCH_UP_ATTEMPTS = 5  # 0.5 + 1 + 2 + 4 s of backoff before a roll gives up on a send
 ROLL_RETRY_MAX_S = 30.0  # the longest wait between two tries of a failed roll
+ROLL_BOUND_S = 180.0  # a roll's try beyond its drain: a hung start counts as failed
 
 
 class KafkaSink:
@@ -249,9 +250,9 @@ class Stack:
         """A log roll: drain, a fresh broker and worker, the reconciler re-sends what is owed.
 
         Turns acknowledged meanwhile are journaled and sent from the journal (streams/roll.py).
-        A roll that fails is tried again, gate still closed, until one succeeds: opening the
-        gate with journaled turns unsent would let a later turn of their user be stored first,
-        and the reconciler would then take them for processed.
+        A roll that fails, or hangs past its bound, is tried again, gate still closed, until one
+        succeeds: opening the gate with journaled turns unsent would let a later turn of their
+        user be stored first, and the reconciler would then take them for processed.
         """
         assert self.broker is not None
         assert self.gate is not None
@@ -261,7 +262,8 @@ class Stack:
         try:
             for attempt in itertools.count():
                 try:
-                    await self._roll()
+                    bound_s = self.settings.drain_timeout_s + ROLL_BOUND_S
+                    await asyncio.wait_for(self._roll(), bound_s)
                     rolls.labels(outcome="done").inc()
                     return
                 except Exception:
@@ -302,7 +304,13 @@ class Stack:
                 messages = await self.journal.pending_messages(after=message_seq)
             # A DELETE's marker dropped by the gate goes before its user's later turns and
             # messages: the pairing stage drops a message that arrives ahead of the marker.
-            markers = [(user, at) for user, at in forgetting.items() if marked.get(user) != at]
+            # Only the embedded broker's gate drops markers: on Kafka a service replica sent
+            # its own, and a second copy behind the user's next turn would purge that turn.
+            markers = [
+                (user, at)
+                for user, at in forgetting.items()
+                if self.reconciler.embedded and marked.get(user) != at
+            ]
             for user_id, at in markers:
                 marker = dumps(ForgetUser(user_id=user_id, at=at))
                 await self._send_patiently(TURNS, user_key(user_id), marker)

@@ -12,7 +12,7 @@ from adapters.settings import Settings
 from schemas.codec import dumps
 from schemas.errors import BrokerError
 from schemas.records import ForgetUser
-from schemas.topics import TURNS
+from schemas.topics import TURNS, user_key
 from streams.roll import GatedSink
 from streams.stack import Stack
 from tests.support.stacks import make_turns
@@ -58,7 +58,7 @@ def stack_with(
     stack.gate = GatedSink(send, journaled=True, timeout_s=30)
     stack.gate.close()
     stack.reconciler = SimpleNamespace(  # type: ignore[assignment]
-        read_through=read_through, messages_read_through=0, forgetting={}
+        read_through=read_through, messages_read_through=0, forgetting={}, embedded=True
     )
     return stack, sent, stack.gate
 
@@ -103,3 +103,48 @@ async def test_a_delete_inside_the_roll_sends_its_marker_before_its_users_later_
     assert await stack.catch_up_journal() == 3
     marker = dumps(ForgetUser(user_id="u", at=1_700_000_000.5))
     assert sent == [marker, marker, *(dumps(t) for t in turns)], "turns and messages topics"
+
+
+async def test_deletes_racing_the_catch_up_keep_each_users_order(tmp_path: Path) -> None:
+    """A DELETE between the catch-up's locked read and its sends, then a second DELETE of the
+    same user inside the same roll (a review's attack): what was read before a DELETE goes
+    ahead of its marker, each marker goes ahead of the turns said after it, and it ends."""
+    stones: dict[str, float] = {}
+    stack, sent, gate = stack_with(tmp_path, read_through=0)
+
+    async def open_tombstones() -> dict[str, float]:
+        return dict(stones)
+
+    stack.deps.repo.open_tombstones = open_tombstones  # type: ignore[union-attr]
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    stack.journal = journal
+    old = make_turns("u", [("old 0", "ok"), ("old 1", "ok")])
+    new1 = make_turns("u", [("new a", "ok")], prefix="a")
+    new2 = make_turns("u", [("new b", "ok")], prefix="b")
+    await journal.append(old)
+    real_send = stack._send
+    deletes = [2_000.0, 1_000.0]
+
+    async def delete(at: float) -> None:
+        async with stack._forget_lock:  # as ResponseService.forget
+            stones["u"] = at
+            await journal.forget_user("u")
+            await gate.send(TURNS, user_key("u"), dumps(ForgetUser(user_id="u", at=at)))
+
+    async def racing_send(topic: str, key: bytes, value: bytes) -> None:
+        await real_send(topic, key, value)
+        if value == dumps(old[0]) and deletes:  # between the read and the second send
+            await delete(deletes.pop())
+            await journal.append(new1)
+            await gate.send(TURNS, user_key("u"), dumps(new1[0]))
+        elif value == dumps(new1[0]) and deletes:
+            await delete(deletes.pop())
+            await journal.append(new2)
+            await gate.send(TURNS, user_key("u"), dumps(new2[0]))
+
+    stack._send = racing_send  # type: ignore[method-assign]
+    await stack.catch_up_journal()
+    m1 = dumps(ForgetUser(user_id="u", at=1_000.0))
+    m2 = dumps(ForgetUser(user_id="u", at=2_000.0))
+    # markers go to the turns and the messages topics; the first send failed once (retried)
+    assert sent == [dumps(old[0]), dumps(old[1]), m1, m1, dumps(new1[0]), m2, m2, dumps(new2[0])]
