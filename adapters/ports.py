@@ -125,8 +125,8 @@ class VectorStore(Protocol):
         ...
 
     async def vacuum(self) -> int:
-        """Reclaim the space of deleted and overwritten points; return how many collections
-        were rewritten. A store that does this by itself (a Qdrant server) returns 0."""
+        """Reclaim the space of deleted points; return how many collections were rewritten.
+        A store that does this by itself (a Qdrant server) returns 0."""
         ...
 
     async def close(self) -> None: ...

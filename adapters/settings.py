@@ -273,13 +273,13 @@ class Settings(BaseSettings):
     broker_check_interval_s: float = Field(
         5.0, gt=0.0, description="how often the embedded broker's memory is checked"
     )
-    # Qdrant Edge has no background optimizer: overwritten and deleted points keep their
-    # space until a vacuum (adapters/stores/edge.py)
+    # Qdrant Edge has no background optimizer: deleted points keep their space until a
+    # vacuum (adapters/stores/edge.py)
     store_vacuum_interval_s: float = Field(
         300.0,
         ge=0.0,
         description="embedded store (Qdrant Edge): how often collections with many deleted "
-        "or overwritten points are rewritten to reclaim their memory and disk; 0: never",
+        "points are rewritten to reclaim their memory and disk; 0: never",
     )
     # glibc keeps memory freed by native code (Edge, sqlite, HTTP clients) in its arenas;
     # without a trim the worker's anonymous RSS grows with it (adapters/native_memory.py)

@@ -1,5 +1,5 @@
 """Vacuuming the store now and then: Qdrant Edge, the embedded store, has no background
-optimizer, so the space of overwritten and deleted points comes back only when asked for
+optimizer, so the space of deleted points comes back only when asked for
 (``VectorStore.vacuum``; a Qdrant server does it by itself and answers 0)."""
 
 from __future__ import annotations

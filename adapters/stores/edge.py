@@ -13,13 +13,14 @@ killed process loses nothing; ``flush`` writes the segments and truncates the WA
 background flusher, so the store flushes every ``flush_interval_s`` of writes (bounding WAL
 replay at start-up) and on ``close``.
 
-Space: an upsert over a point (a page changing tier, a heat document rewritten on every
-retrieval) and a delete only mark the old version deleted, and Edge has no background
-optimizer either, so without ``vacuum`` a shard grows with every write, in memory and on disk,
-while its live points stay level (a churn of 80k writes over 10k live points: RSS 139 -> 340
-MB, disk 50 -> 198 MB; vacuumed after every 10k: 161-178 MB and 65-80 MB). Shards are never
-given an HNSW index: every search is filtered to one user, a few hundred points, which Qdrant
-answers from the payload index without it, and building one made a vacuum take seconds.
+Space: a delete only marks the point deleted (an upsert over a point rewrites it in place,
+measured), and Edge has no background optimizer either, so without ``vacuum`` a shard whose
+points are deleted and replaced (MTM's evictions, once users are full) grows in memory and on
+disk while its live points stay level (80k new points and 70k deletes over 10k live points:
+RSS 139 -> 340 MB, disk 50 -> 198 MB; vacuumed after every 10k: 161-178 MB and 65-80 MB).
+Shards are never given an HNSW index: every search is filtered to one user, a few hundred
+points, which Qdrant answers from the payload index without it, and building one made a
+vacuum take seconds.
 """
 
 from __future__ import annotations
