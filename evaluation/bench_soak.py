@@ -151,15 +151,25 @@ async def _retrieve(stack: Stack, plan: SoakPlan, run: SoakRun, deadline: float)
 
 
 async def wait_drained(stack: Stack, timeout_s: float) -> bool:
-    """Lag 0 twice in a row, asking the stack's current probe each time: a roll replaces it."""
-    deadline, quiet = time.monotonic() + timeout_s, 0
+    """Lag 0 and no journaled turn unplaced, twice in a row, asking the stack's current probe
+    each time (a roll replaces it). Lag alone is not enough: turns still in the producer's
+    buffer are on no partition yet, and a 100,000-turn run's check, made at lag 0, found the
+    newest turn of 25 users not placed."""
+    started, deadline, quiet = time.monotonic(), time.monotonic() + timeout_s, 0
+    lag_zero_s: float | None = None
     while time.monotonic() < deadline and quiet < 2:
         try:
             lag = await stack.lag.lag() if stack.lag is not None else {}
-            quiet = quiet + 1 if lag and not any(lag.values()) else 0
+            idle = bool(lag) and not any(lag.values())
+            if idle and lag_zero_s is None:
+                lag_zero_s = time.monotonic() - started
+            unplaced = await stack.journal.pending(limit=1)
+            quiet = quiet + 1 if idle and not unplaced else 0
         except Exception:  # a probe stopped by a roll, or a slow broker: ask again
             quiet = 0
-        await asyncio.sleep(1.0)
+        if quiet < 2:
+            await asyncio.sleep(1.0)
+    say(f"soak: lag first 0 after {lag_zero_s} s; drained after {time.monotonic() - started:.1f} s")
     return quiet >= 2
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from adapters.settings import Settings
+from evaluation import bench_soak
 from evaluation.bench_soak import SoakPlan, SoakRun, summary, user_turns, verify_histories
 
 
@@ -69,3 +70,27 @@ async def test_the_history_check_tells_eviction_from_loss() -> None:
     assert await check(13, newest=19, mid_term=13, segments=4), "a turn never linked"
     assert await check(13, newest=21, mid_term=13, segments=4), "a turn linked twice"
     assert await check(12, newest=20, mid_term=12, segments=4), "the window is not the newest 7"
+
+
+@pytest.mark.asyncio
+async def test_the_drain_waits_for_the_journal_not_only_for_lag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Lag 0 while a turn is still journaled (in the producer's buffer, on no partition yet)
+    is not drained: the run's history check would find that turn missing."""
+    monkeypatch.setattr(bench_soak.asyncio, "sleep", _no_wait)
+    unplaced = [["turn"], ["turn"], [], [], []]
+
+    async def lag() -> dict[tuple[str, int], int]:
+        return {("memoryos.turns", 0): 0}
+
+    async def pending(limit: int = 10_000, after: int = 0) -> list[str]:
+        return unplaced.pop(0)
+
+    stack = SimpleNamespace(lag=SimpleNamespace(lag=lag), journal=SimpleNamespace(pending=pending))
+    assert await bench_soak.wait_drained(stack, 60.0)  # type: ignore[arg-type]
+    assert unplaced == [[]], "two quiet reads after the journal emptied, and no more"
+
+
+async def _no_wait(_: float) -> None:
+    return None
