@@ -114,3 +114,5 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        for outcome in ("done", "failed"):  # exported at 0, so a first failure is an increase
+            self.broker_rolls.labels(outcome=outcome)
