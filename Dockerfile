@@ -29,6 +29,9 @@ COPY adapters ./adapters
 COPY evaluation ./evaluation
 COPY client ./client
 RUN pip install . && pip check
+# MiniLM's ONNX graph, exported (and checked against torch) once here instead of at each
+# container's first embedding.
+RUN MEMORYOS_MODEL_CACHE_DIR=/opt/models python -m adapters.embedders.minilm_models
 
 # --- runtime: the virtualenv on a clean slim image, as a non-root user ---
 FROM ${PYTHON_IMAGE} AS runtime
@@ -43,6 +46,7 @@ RUN groupadd --system --gid 10001 memoryos \
     && chown memoryos:memoryos /data
 
 COPY --from=build /opt/venv /opt/venv
+COPY --from=build /opt/models /opt/models
 
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
@@ -50,7 +54,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     HF_HUB_OFFLINE=1 \
     MEMORYOS_HOST=0.0.0.0 \
     MEMORYOS_PORT=8080 \
-    MEMORYOS_DATA_DIR=/data
+    MEMORYOS_DATA_DIR=/data \
+    MEMORYOS_MODEL_CACHE_DIR=/opt/models
 
 USER 10001:10001
 WORKDIR /data

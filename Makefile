@@ -15,6 +15,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/python -m adapters.embedders.minilm_models
 	touch $(STAMP)
 
 install: $(STAMP) prometheus

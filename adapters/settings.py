@@ -7,6 +7,7 @@ departure is a setting whose paper value is available.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -154,6 +155,16 @@ class Settings(BaseSettings):
     )
     embedding_dim: int = Field(384, ge=1, le=8192, description="vector size (minilm: 384)")
     embedding_batch_size: int = Field(64, ge=1, le=4096, description="texts per embedding call")
+    minilm_runtime: Literal["onnx", "torch"] = Field(
+        "onnx",
+        description="embedder=minilm: ONNX Runtime (exported from the bundled model once, the "
+        "same vectors, faster) or torch",
+    )
+    model_cache_dir: Path | None = Field(
+        None,
+        description="where the MiniLM ONNX export is kept (empty: $XDG_CACHE_HOME/memoryos or "
+        "~/.cache/memoryos)",
+    )
     store: Literal["edge", "qdrant"] = Field("edge", description="vector store backend")
     qdrant_url: str = Field(
         ":memory:", min_length=1, description="store=qdrant: server URL, a path or :memory:"
@@ -421,6 +432,13 @@ class Settings(BaseSettings):
             return self.otel_exporter_otlp_traces_endpoint
         base = self.otel_exporter_otlp_endpoint
         return f"{base.rstrip('/')}/v1/traces" if base else None
+
+    @property
+    def model_cache_path(self) -> Path:
+        if self.model_cache_dir is not None:
+            return self.model_cache_dir
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(base) / "memoryos"
 
     @property
     def heat_params(self) -> HeatParams:

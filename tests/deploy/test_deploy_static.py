@@ -224,6 +224,14 @@ def test_dockerfile() -> None:
     assert "--index-url https://download.pytorch.org/whl/cpu" in runs[torch]
     project = next(i for i, r in enumerate(runs) if "pip install ." in r)
     assert torch < project, "torch from the CPU index must come before the project"
+    export = next(
+        i
+        for i, r in enumerate(runs)
+        if "MEMORYOS_MODEL_CACHE_DIR=/opt/models python -m adapters.embedders.minilm_models" in r
+    )
+    assert project < export, "the ONNX graph is exported from the installed project"
+    assert "MEMORYOS_MODEL_CACHE_DIR=/opt/models" in env
+    assert any(kind == "COPY" and args.endswith("/opt/models /opt/models") for kind, args in steps)
     names = {name for name in settings_env_names() if name.startswith(ENV_PREFIX)}
     for word in shlex.split(env):
         if word.startswith(ENV_PREFIX):

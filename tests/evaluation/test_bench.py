@@ -138,3 +138,16 @@ async def test_bench_writes_its_report(tmp_path: Path) -> None:
     assert "seeded, not ingested" in markdown
     for png in (THROUGHPUT_PNG, LATENCY_PNG):
         assert (out / png).read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+async def test_retrieve_load_prints_one_row_per_caller_count(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from evaluation import retrieve_load
+
+    await retrieve_load.run(users=2, turns=12, callers=[1, 3], calls=9, seed=3)
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    assert [row["callers"] for row in rows] == [1, 3]
+    assert all(row["calls"] == 9 and row["retrieves_per_s"] > 0 for row in rows)

@@ -1,0 +1,63 @@
+"""Retrieves under concurrent callers alone, in minutes: the bench's latency store, smaller.
+
+    python -m evaluation.retrieve_load [--users 50] [--turns 300] [--callers 1,16] [--calls 1200]
+
+Seeds a fresh embedded stack the way ``memoryos bench`` does (``bench_seed``), then times
+``calls`` retrieves for each caller count and prints one JSON line each. Every query carries a
+random suffix, so the embedder's cache never answers one: each retrieve embeds its query. Run it
+twice with one setting changed (``MEMORYOS_MINILM_RUNTIME=torch``, say) to compare side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+
+import numpy as np
+
+from adapters.settings import load_settings
+from evaluation.bench_common import parts
+from evaluation.bench_data import Topic, query_for
+from evaluation.bench_latency import WARMUP_CALLS, _concurrent_retrieves, _flush
+from evaluation.bench_seed import seed_user
+from evaluation.scratch import fresh_stack
+
+
+async def run(users: int, turns: int, callers: list[int], calls: int, seed: int) -> None:
+    rng, vectors = random.Random(seed), np.random.default_rng(seed)
+    async with fresh_stack(load_settings(), drain_timeout_s=1.0) as stack:
+        service, deps = parts(stack)
+        topics: list[tuple[str, list[Topic]]] = []
+        for index in range(users):
+            user = f"bench-u{index:05d}"
+            own, _ = await seed_user(deps, user, turns, 20, rng, vectors)
+            topics.append((user, own))
+        await _flush(deps)
+
+        def pick() -> tuple[str, str]:
+            user, own = rng.choice(topics)
+            return user, f"{query_for(rng.choice(own), rng)} {rng.random():.6f}"
+
+        for _ in range(WARMUP_CALLS):
+            await service.retrieve(*pick())
+        for count in callers:
+            row = await _concurrent_retrieves(service, pick, count, calls)
+            print(json.dumps({"users": users, "turns": turns, **row}), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--callers", default="1,16", help="comma-separated caller counts")
+    parser.add_argument("--calls", type=int, default=1200, help="retrieves per caller count")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    callers = [int(c) for c in args.callers.split(",")]
+    asyncio.run(run(args.users, args.turns, callers, args.calls, args.seed))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The two MiniLM runtimes: the ONNX export gives torch's vectors, is made once, and a graph
+that differs from torch is refused."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adapters.embedders import minilm_models
+from adapters.embedders.minilm_models import PROBES, OnnxModel, TorchModel, check, load_model
+from adapters.settings import Settings
+from schemas.errors import EmbedderError
+
+TEXTS = [
+    *PROBES,
+    "What did Caroline paint after the art class in May?",
+    "A sunset over the lake, with the boats coming in.",
+    "order 1234 arrived broken 😞 — can I get a refund?",
+]
+
+
+@pytest.fixture(scope="module")
+def torch_model() -> TorchModel:
+    return TorchModel()
+
+
+@pytest.fixture(scope="module")
+def onnx_model() -> OnnxModel:
+    model = load_model("onnx", Settings().model_cache_path, threads=0)
+    assert isinstance(model, OnnxModel)
+    return model
+
+
+def test_onnx_gives_the_torch_vectors(torch_model: TorchModel, onnx_model: OnnxModel) -> None:
+    want = torch_model.encode(TEXTS)
+    got = onnx_model.encode(TEXTS)
+    assert got.shape == (len(TEXTS), 384)
+    assert np.abs(want - got).max() < 1e-5
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    # one text alone (no padding) is the same vector as inside a padded batch
+    alone = np.vstack([onnx_model.encode([text]) for text in TEXTS])
+    assert np.abs(alone - got).max() < 1e-5
+
+
+def test_a_graph_that_differs_from_torch_is_refused(torch_model: TorchModel) -> None:
+    class Off:
+        def encode(self, batch: list[str]) -> np.ndarray:
+            rows = torch_model.encode(batch)
+            rows[-1, 0] += 0.01  # one coordinate of one text: an export gone wrong
+            return rows
+
+    with pytest.raises(EmbedderError, match="MEMORYOS_MINILM_RUNTIME=torch"):
+        check(Off(), torch_model, PROBES)
+    check(torch_model, torch_model, PROBES)  # the same model passes
+
+
+def test_the_export_is_made_once_and_then_loaded_without_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, onnx_model: OnnxModel
+) -> None:
+    made: list[Path] = []
+    real_export = minilm_models.export
+
+    def counted(graph: Path) -> None:
+        made.append(graph)
+        real_export(graph)
+
+    monkeypatch.setattr(minilm_models, "export", counted)
+    first = load_model("onnx", tmp_path, threads=1)
+    second = load_model("onnx", tmp_path, threads=1)
+    assert len(made) == 1
+    assert made[0].exists()
+    assert [p.name for p in tmp_path.glob("*.partial")] == []
+    assert np.abs(first.encode(TEXTS) - second.encode(TEXTS)).max() == 0.0
+    assert np.abs(first.encode(TEXTS) - onnx_model.encode(TEXTS)).max() < 1e-5
+
+
+def test_loading_an_exported_graph_imports_no_torch(onnx_model: OnnxModel) -> None:
+    """A process with the graph cached never loads torch (about 290 MB less peak RSS)."""
+    import subprocess
+
+    code = (
+        "import sys; from adapters.settings import Settings; "
+        "from adapters.embedders.minilm_models import load_model; "
+        "m = load_model('onnx', Settings().model_cache_path, 1); m.encode(['hello']); "
+        "print('torch' in sys.modules, 'sentence_transformers' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_the_runtime_is_a_setting(tmp_path: Path) -> None:
+    assert Settings().minilm_runtime == "onnx"
+    assert Settings(model_cache_dir=tmp_path).model_cache_path == tmp_path
+    assert isinstance(load_model("torch", tmp_path, threads=1), TorchModel)
+    assert list(tmp_path.iterdir()) == []  # torch exports nothing
