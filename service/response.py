@@ -41,6 +41,10 @@ from service.term_counts import TermCounts
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
 
 
+async def _nothing() -> list[Any]:
+    return []
+
+
 class EventSink(Protocol):
     async def send(self, topic: str, key: bytes, value: bytes) -> None: ...
 
@@ -138,11 +142,16 @@ class ResponseService:
         if await self.forgetting(user_id):
             return Retrieved([], [], Persona(user_id=user_id), [], [])
         vector = (await deps.embedder.embed([query]))[0]
+        # Structured mode reads segments only as its pages' prior; with no prior weight,
+        # reading and parsing them was work for nothing.
+        wants_segments = settings.mtm_retrieval != "structured" or settings.rank_segment_weight > 0
         short_term, nearest, persona, knowledge, traits = await asyncio.gather(
             repo.stm_pages(user_id, with_vectors=False),
             repo.nearest_segments(
                 user_id, vector, settings.retrieve_segments * SEGMENT_POOL, with_vectors=False
-            ),
+            )
+            if wants_segments
+            else _nothing(),
             self.persona(user_id, assistant_id),
             repo.search_facts(user_id, FactKind.USER, vector, query, settings.retrieve_lpm),
             repo.search_facts(

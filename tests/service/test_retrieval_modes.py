@@ -90,3 +90,33 @@ async def test_feedback_expansion_survives_a_page_deleted_after_the_pool_search(
     assert dropped
     assert all(page.page_id not in dropped for page in memory.context())
     assert memory.mid_term
+
+
+@pytest.mark.parametrize(
+    ("update", "reads_segments"),
+    [
+        ({}, False),  # structured, no segment prior: the segments would be read for nothing
+        ({"rank_segment_weight": 0.2}, True),
+        ({"mtm_retrieval": "paper"}, True),
+        ({"mtm_retrieval": "fused"}, True),
+    ],
+)
+async def test_segments_are_read_only_when_the_mode_uses_them(
+    service: ResponseService,
+    monkeypatch: pytest.MonkeyPatch,
+    update: dict[str, object],
+    reads_segments: bool,
+) -> None:
+    repo = service.deps.repo
+    service.deps.settings = service.deps.settings.model_copy(update=update)
+    calls: list[str] = []
+    read = repo.nearest_segments
+
+    async def counted(*args: object, **kwargs: object) -> object:
+        calls.append("nearest_segments")
+        return await read(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(repo, "nearest_segments", counted)
+    memory = await service.retrieve("ann", "sourdough bread", top_k=2)
+    assert bool(calls) is reads_segments
+    assert memory.mid_term  # pages found either way
