@@ -198,7 +198,11 @@ class Settings(BaseSettings):
         description="how long a retrieve's query embedding waits for others to share one call",
     )
     query_batch_max: int = Field(
-        64, ge=1, le=4096, description="most query texts embedded in one shared call"
+        8,
+        ge=1,
+        le=4096,
+        description="most query texts embedded in one shared call (small enough that one batch "
+        "encodes while the event loop does the store reads of the one before)",
     )
     llm_run_max: int = Field(
         8,
