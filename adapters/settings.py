@@ -372,6 +372,11 @@ class Settings(BaseSettings):
         description="true: no tracing even with an endpoint set",
     )
 
+    @field_validator("model_cache_dir", mode="before")
+    @classmethod
+    def _empty_is_default(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("broker_url")
     @classmethod
     def _broker_scheme(cls, value: str | None) -> str | None:

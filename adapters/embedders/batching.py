@@ -27,7 +27,7 @@ Waiting = tuple[list[str], "asyncio.Future[list[list[float]]]"]
 
 
 class MicroBatchingEmbedder:
-    def __init__(self, inner: Embedder, window_s: float = 0.002, max_batch: int = 64) -> None:
+    def __init__(self, inner: Embedder, window_s: float = 0.002, max_batch: int = 8) -> None:
         self.inner = inner
         self.name = inner.name
         self.dim = inner.dim

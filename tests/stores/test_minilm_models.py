@@ -1,5 +1,6 @@
-"""The two MiniLM runtimes: the ONNX export gives torch's vectors, is made once, and a graph
-that differs from torch is refused."""
+"""The two MiniLM runtimes: the ONNX export gives torch's vectors, is made once, a graph that
+differs from torch is refused, a damaged cache is exported again, and an unusable cache folder
+falls back to torch."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import numpy as np
 import pytest
 
 from adapters.embedders import minilm_models
-from adapters.embedders.minilm_models import PROBES, OnnxModel, TorchModel, check, load_model
+from adapters.embedders.minilm_models import (
+    PROBES,
+    OnnxModel,
+    TorchModel,
+    check,
+    graph_path,
+    load_model,
+)
 from adapters.settings import Settings
 from schemas.errors import EmbedderError
 
@@ -28,8 +36,14 @@ def torch_model() -> TorchModel:
 
 
 @pytest.fixture(scope="module")
-def onnx_model() -> OnnxModel:
-    model = load_model("onnx", Settings().model_cache_path, threads=0)
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache of this module's own: a graph left in the user's cache is not what is tested."""
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="module")
+def onnx_model(cache: Path) -> OnnxModel:
+    model = load_model("onnx", cache, threads=0)
     assert isinstance(model, OnnxModel)
     return model
 
@@ -52,12 +66,12 @@ def test_a_graph_that_differs_from_torch_is_refused(torch_model: TorchModel) -> 
             rows[-1, 0] += 0.01  # one coordinate of one text: an export gone wrong
             return rows
 
-    with pytest.raises(EmbedderError, match="MEMORYOS_MINILM_RUNTIME=torch"):
+    with pytest.raises(EmbedderError, match="differs from torch"):
         check(Off(), torch_model, PROBES)
     check(torch_model, torch_model, PROBES)  # the same model passes
 
 
-def test_the_export_is_made_once_and_then_loaded_without_torch(
+def test_the_export_is_made_once_and_then_reused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, onnx_model: OnnxModel
 ) -> None:
     made: list[Path] = []
@@ -68,6 +82,7 @@ def test_the_export_is_made_once_and_then_loaded_without_torch(
         real_export(graph)
 
     monkeypatch.setattr(minilm_models, "export", counted)
+    (tmp_path / "old.onnx.4242.partial").write_bytes(b"left by a process killed mid-export")
     first = load_model("onnx", tmp_path, threads=1)
     second = load_model("onnx", tmp_path, threads=1)
     assert len(made) == 1
@@ -77,14 +92,46 @@ def test_the_export_is_made_once_and_then_loaded_without_torch(
     assert np.abs(first.encode(TEXTS) - onnx_model.encode(TEXTS)).max() < 1e-5
 
 
-def test_loading_an_exported_graph_imports_no_torch(onnx_model: OnnxModel) -> None:
-    """A process with the graph cached never loads torch (about 290 MB less peak RSS)."""
+def test_a_damaged_cached_graph_is_exported_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, onnx_model: OnnxModel
+) -> None:
+    load_model("onnx", tmp_path, threads=1)
+    graph = graph_path(tmp_path)
+    graph.write_bytes(graph.read_bytes()[: 1 << 20])  # truncated: a disk that filled up
+    made: list[Path] = []
+    real_export = minilm_models.export
+    monkeypatch.setattr(minilm_models, "export", lambda g: (made.append(g), real_export(g)))
+    again = load_model("onnx", tmp_path, threads=1)
+    assert made == [graph]
+    assert isinstance(again, OnnxModel)
+    assert np.abs(again.encode(TEXTS) - onnx_model.encode(TEXTS)).max() < 1e-5
+
+
+def test_an_unusable_cache_folder_falls_back_to_torch(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, torch_model: TorchModel
+) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    with caplog.at_level("WARNING"):
+        model = load_model("onnx", blocked / "memoryos", threads=1)
+    assert isinstance(model, TorchModel)
+    assert "MEMORYOS_MODEL_CACHE_DIR" in caplog.text
+    assert np.abs(model.encode(TEXTS) - torch_model.encode(TEXTS)).max() == 0.0
+
+
+def test_an_empty_cache_setting_means_the_default() -> None:
+    assert Settings(model_cache_dir="").model_cache_path == Settings().model_cache_path
+    assert Settings().model_cache_path.name == "memoryos"
+
+
+def test_loading_an_exported_graph_imports_no_torch(cache: Path, onnx_model: OnnxModel) -> None:
+    """A process with the graph cached never loads torch (about 300 MB less RSS)."""
     import subprocess
 
     code = (
-        "import sys; from adapters.settings import Settings; "
+        "import sys; from pathlib import Path; "
         "from adapters.embedders.minilm_models import load_model; "
-        "m = load_model('onnx', Settings().model_cache_path, 1); m.encode(['hello']); "
+        f"m = load_model('onnx', Path({str(cache)!r}), 1); m.encode(['hello']); "
         "print('torch' in sys.modules, 'sentence_transformers' in sys.modules)"
     )
     out = subprocess.run(
