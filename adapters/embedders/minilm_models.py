@@ -2,11 +2,16 @@
 
 Both turn a batch of texts into unit-length rows (mean pooling over the tokens, as the
 model's sentence-transformers config says). They give the same vectors (the exported graph is
-checked against torch when it is made), but not at the same cost. Measured on this 2-core
-machine, short questions: one text at a time 184 texts/s with ONNX against 61 with torch;
-batches of 16 278 against 210; 16 concurrent retrieves in the embedded process 60.5 against
-48.6 per second (README, Throughput). ONNX Runtime's threads are told not to spin while idle:
-spinning took CPU from the event loop (1 caller 33.2 retrieves/s spinning, 38.3 not).
+checked against torch when it is made, and against the vectors saved then at each load), but
+not at the same cost. Measured on this 2-core machine with ``evaluation.embedder_speed`` on
+LoCoMo's texts, ONNX against torch: questions one at a time 168-177 against 57-58 texts/s, in
+batches of 8 269-288 against 164-175, turns in batches of 64 70-74 against 33; RSS after
+195-201 MB against 565-575. Two choices make ONNX's figures: texts are sorted by length and run
+8 at a time (a batch padded to its longest text ran 24 turns/s), and ONNX Runtime's memory
+arena is off (with it, every new batch shape kept its buffers: 80 mixed batches grew a process
+from 186 to 545 MB; without it, 185 to 234 MB; about 10% slower on questions). Its threads do
+not spin while idle: spinning took CPU from the event loop (1 caller, 33.2 retrieves/s
+spinning, 38.3 not).
 
 The ONNX file is exported from the bundled torch model on first use and kept in
 ``MEMORYOS_MODEL_CACHE_DIR``; later processes load it without importing torch.

@@ -151,3 +151,23 @@ async def test_retrieve_load_prints_one_row_per_caller_count(
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
     assert [row["callers"] for row in rows] == [1, 3]
     assert all(row["calls"] == 9 and row["retrieves_per_s"] > 0 for row in rows)
+
+
+async def test_embedder_speed_prints_its_rates(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from evaluation import embedder_speed
+
+    session = [{"speaker": "A", "text": f"utterance {i} about boats"} for i in range(6)]
+    sample = {"qa": [{"question": f"What about boat {i}?"} for i in range(3)],
+              "conversation": {"session_1": session, "session_1_date_time": "x"}}  # fmt: skip
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps([sample]))
+    questions, turns = embedder_speed.texts_of(path)
+    assert len(questions) == 3
+    assert turns[0] == "utterance 0 about boats utterance 1 about boats"
+    await embedder_speed.main(path)
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert row["runtime"] == "onnx"
+    assert row["turns_in_batches_of_64_per_s"] > 0
+    assert row["rss_mb"] > 0

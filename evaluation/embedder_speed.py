@@ -1,0 +1,65 @@
+"""The embedder alone on LoCoMo's texts: questions one at a time and in batches of 8 (what
+retrieves send), turns in batches of 64 (what ingest sends), and the process's RSS after.
+
+    python -m evaluation.embedder_speed DATA.json          # MEMORYOS_MINILM_RUNTIME picks
+
+No cache: every text is encoded (a suffix makes each question distinct).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil  # type: ignore[import-untyped]
+
+from adapters.embedders import build_embedder
+from adapters.embedders.minilm import MiniLMEmbedder
+from adapters.ports import Embedder
+from adapters.settings import load_settings
+
+
+def texts_of(path: Path) -> tuple[list[str], list[str]]:
+    """(questions, turns): a turn is two consecutive utterances, as the replay pairs them."""
+    questions: list[str] = []
+    utterances: list[str] = []
+    for sample in json.loads(path.read_text()):
+        questions += [qa["question"] for qa in sample["qa"]]
+        for key, session in sample["conversation"].items():
+            if key.startswith("session_") and isinstance(session, list):
+                utterances += [turn["text"] for turn in session]
+    turns = [f"{a} {b}" for a, b in zip(utterances[::2], utterances[1::2], strict=False)]
+    return questions, turns
+
+
+async def rate(embedder: Embedder, texts: Sequence[str], batch: int) -> float:
+    started = time.perf_counter()
+    for start in range(0, len(texts), batch):
+        await embedder.embed(list(texts[start : start + batch]))
+    return len(texts) / (time.perf_counter() - started)
+
+
+async def main(path: Path) -> None:
+    settings = load_settings()
+    embedder = build_embedder(settings)
+    if isinstance(embedder, MiniLMEmbedder):
+        embedder = MiniLMEmbedder(settings, cache_size=0)
+    questions, turns = texts_of(path)
+    await embedder.embed(["warm up"])
+    row = {
+        "runtime": settings.minilm_runtime,
+        "questions_one_at_a_time_per_s": await rate(embedder, questions[:300], 1),
+        "questions_in_batches_of_8_per_s": await rate(embedder, [f"{q} ?" for q in questions], 8),
+        "turns_in_batches_of_64_per_s": await rate(embedder, turns[:640], 64),
+        "rss_mb": psutil.Process().memory_info().rss / 2**20,
+    }
+    print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}))
+    await embedder.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(Path(sys.argv[1])))
