@@ -12,8 +12,9 @@ Batches are small (``MEMORYOS_QUERY_BATCH_MAX``, 8) so that two stages overlap: 
 batch encodes in the model's thread, the event loop runs the store reads of the callers of the
 batch before. With one batch of all 16 callers they alternated instead: everyone embedded,
 then everyone read the store. Measured with ``evaluation.retrieve_load`` (50 users x 300
-turns, ONNX): 16 callers 73.1 and 72.9 retrieves/s with batches of up to 64, 79.8 and 83.2 with
-up to 8; 64 callers 75.5 against 87.2; one caller the same.
+turns, the first ONNX version, one session): 16 callers 73.1 and 72.9 retrieves/s with
+batches of up to 64, 79.8 and 83.2 with up to 8; 64 callers 75.5 against 87.2; one caller the
+same.
 """
 
 from __future__ import annotations

@@ -283,7 +283,7 @@ def main() -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     folder = load_settings().model_cache_path
-    load_model("onnx", folder, threads=1)
+    _onnx_model(folder, threads=1)  # no fallback here: a build must fail, not ship without it
     print(f"MiniLM ONNX graph ready in {folder}")
 
 

@@ -145,3 +145,14 @@ def test_the_runtime_is_a_setting(tmp_path: Path) -> None:
     assert Settings(model_cache_dir=tmp_path).model_cache_path == tmp_path
     assert isinstance(load_model("torch", tmp_path, threads=1), TorchModel)
     assert list(tmp_path.iterdir()) == []  # torch exports nothing
+
+
+def test_the_export_command_fails_instead_of_falling_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make install` and the image build run it: they must stop, not ship without a graph."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("MEMORYOS_MODEL_CACHE_DIR", str(blocked / "memoryos"))
+    with pytest.raises(NotADirectoryError):
+        minilm_models.main()
