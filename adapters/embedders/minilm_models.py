@@ -137,7 +137,7 @@ def load_model(runtime: str, cache_dir: Path, threads: int) -> SentenceModel:
         return TorchModel()
     try:
         return _onnx_model(cache_dir, threads)
-    except (OSError, EmbedderError) as exc:
+    except Exception as exc:  # whatever broke the ONNX path, torch gives the same vectors
         log.warning(
             "MiniLM on ONNX Runtime is not available (%s); running it on torch instead. "
             "Set MEMORYOS_MODEL_CACHE_DIR to a writable folder, or MEMORYOS_MINILM_RUNTIME=torch "
@@ -153,11 +153,11 @@ def graph_path(cache_dir: Path) -> Path:
 
 def _onnx_model(cache_dir: Path, threads: int) -> OnnxModel:
     graph = graph_path(cache_dir)
-    model = _cached(graph, threads)
+    model = _cached(graph, threads, quiet=True)  # another process may be exporting it now
     if model is not None:
         return model
     with _exclusive(cache_dir):  # one process exports, the others wait and reuse it
-        model = _cached(graph, threads)
+        model = _cached(graph, threads, quiet=False)
         if model is None:
             for stale in cache_dir.glob("*.partial"):  # left by a process killed mid-export
                 stale.unlink(missing_ok=True)
@@ -166,7 +166,7 @@ def _onnx_model(cache_dir: Path, threads: int) -> OnnxModel:
     return model
 
 
-def _cached(graph: Path, threads: int) -> OnnxModel | None:
+def _cached(graph: Path, threads: int, quiet: bool) -> OnnxModel | None:
     """The cached graph, or None if it is missing, unreadable or no longer gives the vectors
     saved beside it at export (a truncated or foreign file is re-exported, not trusted)."""
     probes = _probes_path(graph)
@@ -179,7 +179,8 @@ def _cached(graph: Path, threads: int) -> OnnxModel | None:
         if want.shape != got.shape or np.abs(got - want).max() > TOLERANCE:
             raise EmbedderError("its vectors differ from those saved at export")
     except Exception as exc:
-        log.warning("the cached MiniLM graph %s is not usable (%s); exporting it again", graph, exc)
+        if not quiet:
+            log.warning("cached MiniLM graph %s not usable (%s); exporting again", graph, exc)
         return None
     return model
 
@@ -209,6 +210,7 @@ def export(graph: Path) -> None:
     axes = {0: "batch", 1: "tokens"}
     names = ["input_ids", "attention_mask", "token_type_ids"]
     partial = graph.with_name(f"{graph.name}.{os.getpid()}.partial")
+    probes = graph.with_name(f"{graph.name}.{os.getpid()}.probes.partial")
     try:
         with torch.no_grad():
             torch.onnx.export(
@@ -224,7 +226,6 @@ def export(graph: Path) -> None:
         check(OnnxModel(partial, threads=1), reference, PROBES)
         _durable(partial)
         os.replace(partial, graph)
-        probes = graph.with_name(f"{graph.name}.{os.getpid()}.probes.partial")
         with open(probes, "wb") as out:
             np.save(out, reference.encode(PROBES))
         _durable(probes)
@@ -235,6 +236,7 @@ def export(graph: Path) -> None:
         raise EmbedderError(f"could not export all-MiniLM-L6-v2 to ONNX ({exc})") from exc
     finally:
         partial.unlink(missing_ok=True)
+        probes.unlink(missing_ok=True)
 
 
 def check(candidate: SentenceModel, reference: SentenceModel, texts: Sequence[str]) -> None:

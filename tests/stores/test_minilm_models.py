@@ -59,6 +59,18 @@ def test_onnx_gives_the_torch_vectors(torch_model: TorchModel, onnx_model: OnnxM
     assert np.abs(alone - got).max() < 1e-5
 
 
+def test_many_texts_of_mixed_length_keep_their_order(
+    torch_model: TorchModel, onnx_model: OnnxModel
+) -> None:
+    """More texts than one model call takes: sorted by length, run in chunks, put back."""
+    texts = [" ".join(["word"] * ((i * 7) % 23 + 1)) + f" number {i}" for i in range(21)]
+    texts += TEXTS
+    got = onnx_model.encode(texts)
+    assert np.abs(got - torch_model.encode(texts)).max() < 1e-5
+    alone = np.vstack([onnx_model.encode([text]) for text in texts])
+    assert np.abs(got - alone).max() < 1e-5
+
+
 def test_a_graph_that_differs_from_torch_is_refused(torch_model: TorchModel) -> None:
     class Off:
         def encode(self, batch: list[str]) -> np.ndarray:
@@ -105,6 +117,25 @@ def test_a_damaged_cached_graph_is_exported_again(
     assert made == [graph]
     assert isinstance(again, OnnxModel)
     assert np.abs(again.encode(TEXTS) - onnx_model.encode(TEXTS)).max() < 1e-5
+
+
+def test_a_graph_whose_vectors_moved_is_exported_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, onnx_model: OnnxModel
+) -> None:
+    load_model("onnx", tmp_path, threads=1)
+    graph = graph_path(tmp_path)
+    probes = graph.with_name(f"{graph.name}.probes.npy")
+    saved = np.load(probes)
+    np.save(probes, saved + 0.01)  # the graph no longer gives what torch gave at export
+    made: list[Path] = []
+    real_export = minilm_models.export
+    monkeypatch.setattr(minilm_models, "export", lambda g: (made.append(g), real_export(g)))
+    load_model("onnx", tmp_path, threads=1)
+    assert made == [graph]
+    assert np.abs(np.load(probes) - saved).max() < 1e-6
+    probes.unlink()  # a graph without its probes is not trusted either
+    load_model("onnx", tmp_path, threads=1)
+    assert made == [graph, graph]
 
 
 def test_an_unusable_cache_folder_falls_back_to_torch(
