@@ -48,6 +48,20 @@ def onnx_model(cache: Path) -> OnnxModel:
     return model
 
 
+@pytest.fixture
+def exports(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The graphs exported during a test (each export runs for real)."""
+    made: list[Path] = []
+    real_export = minilm_models.export
+
+    def counted(graph: Path) -> None:
+        made.append(graph)
+        real_export(graph)
+
+    monkeypatch.setattr(minilm_models, "export", counted)
+    return made
+
+
 def test_onnx_gives_the_torch_vectors(torch_model: TorchModel, onnx_model: OnnxModel) -> None:
     want = torch_model.encode(TEXTS)
     got = onnx_model.encode(TEXTS)
@@ -84,16 +98,9 @@ def test_a_graph_that_differs_from_torch_is_refused(torch_model: TorchModel) -> 
 
 
 def test_the_export_is_made_once_and_then_reused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, onnx_model: OnnxModel
+    tmp_path: Path, exports: list[Path], onnx_model: OnnxModel
 ) -> None:
-    made: list[Path] = []
-    real_export = minilm_models.export
-
-    def counted(graph: Path) -> None:
-        made.append(graph)
-        real_export(graph)
-
-    monkeypatch.setattr(minilm_models, "export", counted)
+    made = exports
     (tmp_path / "old.onnx.4242.partial").write_bytes(b"left by a process killed mid-export")
     first = load_model("onnx", tmp_path, threads=1)
     second = load_model("onnx", tmp_path, threads=1)
@@ -105,37 +112,31 @@ def test_the_export_is_made_once_and_then_reused(
 
 
 def test_a_damaged_cached_graph_is_exported_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, onnx_model: OnnxModel
+    tmp_path: Path, exports: list[Path], onnx_model: OnnxModel
 ) -> None:
     load_model("onnx", tmp_path, threads=1)
     graph = graph_path(tmp_path)
     graph.write_bytes(graph.read_bytes()[: 1 << 20])  # truncated: a disk that filled up
-    made: list[Path] = []
-    real_export = minilm_models.export
-    monkeypatch.setattr(minilm_models, "export", lambda g: (made.append(g), real_export(g)))
     again = load_model("onnx", tmp_path, threads=1)
-    assert made == [graph]
+    assert exports == [graph, graph]
     assert isinstance(again, OnnxModel)
     assert np.abs(again.encode(TEXTS) - onnx_model.encode(TEXTS)).max() < 1e-5
 
 
 def test_a_graph_whose_vectors_moved_is_exported_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, onnx_model: OnnxModel
+    tmp_path: Path, exports: list[Path], onnx_model: OnnxModel
 ) -> None:
     load_model("onnx", tmp_path, threads=1)
     graph = graph_path(tmp_path)
     probes = graph.with_name(f"{graph.name}.probes.npy")
     saved = np.load(probes)
     np.save(probes, saved + 0.01)  # the graph no longer gives what torch gave at export
-    made: list[Path] = []
-    real_export = minilm_models.export
-    monkeypatch.setattr(minilm_models, "export", lambda g: (made.append(g), real_export(g)))
     load_model("onnx", tmp_path, threads=1)
-    assert made == [graph]
+    assert exports == [graph, graph]
     assert np.abs(np.load(probes) - saved).max() < 1e-6
     probes.unlink()  # a graph without its probes is not trusted either
     load_model("onnx", tmp_path, threads=1)
-    assert made == [graph, graph]
+    assert exports == [graph, graph, graph]
 
 
 def test_an_unusable_cache_folder_falls_back_to_torch(
