@@ -83,8 +83,11 @@ class MidTermAgent(RecordStage):
         if defer:
             self._deferring.add(user_id)
         try:
-            for item in items:
-                await self.runner.run_one(item, self.handle)
+            for group in _visit_groups(items):
+                if len(group) > 1:
+                    await self.runner.run_together(group, self._record_visits, self.handle)
+                else:
+                    await self.runner.run_one(group[0], self.handle)
         finally:
             self._deferring.discard(user_id)
             for page in pages:
@@ -94,6 +97,22 @@ class MidTermAgent(RecordStage):
             await self._write_owed_summaries(user_id, {page.page_id: page for page in pages})
         for item in items:
             done(item)
+
+    async def _record_visits(self, group: Sequence[Consumed[MidTermInput]]) -> None:
+        """Consecutive retrieval visits of one user: one state read and one write for all.
+
+        One at a time, a user retrieved from often rewrote the whole heat document per
+        retrieve. Visits add no segment, so nothing is evicted between them. Persona jobs are
+        judged once, at the last visit's time: a segment's heat there differs from midway only
+        by its recency decaying over the run's span (seconds against mu = 1e7 s).
+        """
+        hits = [i.record.root for i in group if isinstance(i.record.root, RetrievalHit)]
+        state = await self.state(hits[0].user_id)
+        changed = False
+        for hit in hits:
+            changed |= bool(state.record_visits(hit.segment_ids, state.advance(hit.at)))
+        if changed:
+            await self.settle(hits[0].user_id, state)
 
     async def _ask_topics_ahead(self, pages: Sequence[Page]) -> None:
         """The topics of the run's pages still to place, in one call. A failure here only
@@ -278,3 +297,16 @@ class MidTermAgent(RecordStage):
         if cached is None:
             cached = await self.deps.repo.load_doc(user_id, HEAT_DOC)
         return MidTermState.from_dict(cached)
+
+
+def _visit_groups(items: Sequence[Consumed[MidTermInput]]) -> list[list[Consumed[MidTermInput]]]:
+    """The run split where retrieval visits start or stop: each run of visits one group, each
+    other event a group of its own (order kept)."""
+    groups: list[list[Consumed[MidTermInput]]] = []
+    for item in items:
+        visit = isinstance(item.record.root, RetrievalHit)
+        if visit and groups and isinstance(groups[-1][-1].record.root, RetrievalHit):
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return groups

@@ -297,6 +297,30 @@ class BatchRunner(Generic[Record]):
         with tracing.stage_span(self.stage, item.source, self.user_of(item.record)):
             await self._run_one(item, handle)
 
+    async def run_together(
+        self,
+        items: Sequence[Consumed[Record]],
+        handle_all: Callable[[Sequence[Consumed[Record]]], Awaitable[None]],
+        handle: Callable[[Consumed[Record]], Awaitable[None]],
+    ) -> None:
+        """Several of a user's events in one call (one state write for all of them). If that
+        call fails, each is run on its own under the retry and dead-letter policy, so none is
+        marked done unprocessed and a dead letter names the event it is about."""
+        last = items[-1]
+        with tracing.stage_span(self.stage, last.source, self.user_of(last.record)):
+            bind_event(last.source)
+            try:
+                await handle_all(items)
+            except Exception as exc:
+                log.info(
+                    "%s: %d events together failed (%r); one at a time", self.stage, len(items), exc
+                )
+            else:
+                self.metrics.events.labels(stage=self.stage, outcome="ok").inc(len(items))
+                return
+        for item in items:
+            await self.run_one(item, handle)
+
     async def _run_one(
         self,
         item: Consumed[Record],

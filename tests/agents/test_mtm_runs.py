@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime
+from typing import Any
 
 from adapters.repository import HEAT_DOC
 from memory.mtm import MidTermState
 from schemas.codec import dumps
+from schemas.records import RetrievalHit
+from schemas.topics import MTM as MTM_TOPIC
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
 from tests.support.fakes import FakeLLM, Pipeline, make_deps
@@ -141,3 +144,51 @@ async def test_a_failed_batched_topics_call_falls_back_to_one_call_per_page() ->
     assert Counter(llm.calls)["topics"] == 4
     assert not pipeline.dead_letters()
     assert sum(len(k.segment.page_ids) for k in await pipeline.deps.repo.all_segments("ann")) == 4
+
+
+async def visited(run_max: int, fail_first_write: bool = False) -> tuple[dict[str, Any], int]:
+    """Ann's segments retrieved 10 times in a row; her heat state after, and its writes."""
+    pipeline, _ = await placed(run_max=run_max)
+    repo = pipeline.deps.repo
+    segment_ids = sorted(k.segment.segment_id for k in await repo.all_segments("ann"))
+    assert segment_ids
+    writes, failing = [0], [fail_first_write]
+    save_doc = repo.save_doc
+
+    async def counting(user_id: str, name: str, data: Any, **flags: bool) -> None:
+        if name == HEAT_DOC:
+            writes[0] += 1
+            if failing[0]:
+                failing[0] = False
+                raise ConnectionError("store briefly away")
+        await save_doc(user_id, name, data, **flags)
+
+    repo.save_doc = counting  # type: ignore[method-assign,assignment]
+    for index in range(10):
+        # Every other visit also names a segment evicted since: ignored, as one by one.
+        hit_ids = [*segment_ids, "evicted"] if index % 2 else segment_ids
+        hit = RetrievalHit(user_id="ann", segment_ids=hit_ids, at=1_800_000_000.0 + index)
+        await pipeline.send(MTM_TOPIC, user_key("ann"), dumps(hit))
+    await pipeline.drain()
+    assert not pipeline.dead_letters()
+    doc = await repo.load_doc("ann", HEAT_DOC)
+    assert doc is not None
+    return dict(doc), writes[0]
+
+
+async def test_a_run_of_visits_counts_each_visit_as_one_by_one_with_fewer_writes() -> None:
+    alone, alone_writes = await visited(run_max=1)
+    together, together_writes = await visited(run_max=8)
+    assert together == alone
+    state = MidTermState.from_dict(together)
+    assert {s.n_visit for s in state.segments.values()} == {10}
+    assert {s.last_access for s in state.segments.values()} == {1_800_000_009.0}
+    assert alone_writes == 10
+    assert together_writes == 2  # runs of 8 and 2
+
+
+async def test_a_run_of_visits_whose_write_fails_is_counted_once_each_one_at_a_time() -> None:
+    alone, _ = await visited(run_max=1)
+    recovered, writes = await visited(run_max=8, fail_first_write=True)
+    assert recovered == alone
+    assert writes == 1 + 8 + 1  # the failed run, its 8 visits alone, then the run of 2
