@@ -375,7 +375,15 @@ class Settings(BaseSettings):
     @field_validator("model_cache_dir", mode="before")
     @classmethod
     def _empty_is_default(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
+        """Empty: the default. ``~`` expanded and a relative folder made absolute here, so
+        the cache does not move with the working directory (nor create a folder named ~)."""
+        if isinstance(value, str):
+            if not value.strip():
+                return None
+            value = Path(value.strip())
+        if isinstance(value, Path):
+            return value.expanduser().absolute()
+        return value
 
     @field_validator("broker_url")
     @classmethod

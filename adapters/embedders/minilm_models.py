@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import logging
 import os
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -159,7 +161,9 @@ def _onnx_model(cache_dir: Path, threads: int) -> OnnxModel:
     with _exclusive(cache_dir):  # one process exports, the others wait and reuse it
         model = _cached(graph, threads, quiet=False)
         if model is None:
-            for stale in cache_dir.glob("*.partial"):  # left by a process killed mid-export
+            # left by a process killed mid-export; only our own names (a shared folder's
+            # other half-written files are not ours to delete)
+            for stale in cache_dir.glob(f"{graph.name}.*.partial"):
                 stale.unlink(missing_ok=True)
             export(graph)
             model = OnnxModel(graph, threads)
@@ -209,32 +213,39 @@ def export(graph: Path) -> None:
     sample = reference.model.tokenizer(PROBES[1:3], padding=True, return_tensors="pt")
     axes = {0: "batch", 1: "tokens"}
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    partial = graph.with_name(f"{graph.name}.{os.getpid()}.partial")
-    probes = graph.with_name(f"{graph.name}.{os.getpid()}.probes.partial")
+    # Fresh files of unpredictable names (O_EXCL): a link planted under a name we would
+    # write is never followed, and the graph is written through our own descriptor.
+    graph_fd, partial = _fresh_file(graph, ".partial")
+    probes_fd, probes = _fresh_file(graph, ".probes.partial")
     try:
+        written = io.BytesIO()
         with torch.no_grad():
             torch.onnx.export(
                 Hidden(),
                 tuple(sample[name] for name in names),
-                str(partial),
+                # the TorchScript exporter writes to a file object too (its _export_file),
+                # whatever the annotation says
+                written,  # type: ignore[arg-type]
                 input_names=names,
                 output_names=["hidden"],
                 dynamic_axes={name: axes for name in [*names, "hidden"]},
                 opset_version=OPSET,
                 dynamo=False,
             )
+        _write(graph_fd, written.getvalue())
         check(OnnxModel(partial, threads=1), reference, PROBES)
-        _durable(partial)
         os.replace(partial, graph)
-        with open(probes, "wb") as out:
-            np.save(out, reference.encode(PROBES))
-        _durable(probes)
+        saved = io.BytesIO()
+        np.save(saved, reference.encode(PROBES))
+        _write(probes_fd, saved.getvalue())
         os.replace(probes, _probes_path(graph))  # last: a graph without it is not trusted
     except (EmbedderError, OSError):
         raise
     except Exception as exc:
         raise EmbedderError(f"could not export all-MiniLM-L6-v2 to ONNX ({exc})") from exc
     finally:
+        os.close(graph_fd)
+        os.close(probes_fd)
         partial.unlink(missing_ok=True)
         probes.unlink(missing_ok=True)
 
@@ -256,9 +267,20 @@ def _probes_path(graph: Path) -> Path:
     return graph.with_name(f"{graph.name}.probes.npy")
 
 
-def _durable(path: Path) -> None:
-    with open(path, "rb") as written:
-        os.fsync(written.fileno())
+def _fresh_file(graph: Path, suffix: str) -> tuple[int, Path]:
+    fd, name = tempfile.mkstemp(dir=graph.parent, prefix=f"{graph.name}.", suffix=suffix)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o644 & ~umask)  # mkstemp's 0600 would hide the graph from other users
+    return fd, Path(name)
+
+
+def _write(fd: int, data: bytes) -> None:
+    """All of ``data`` to the descriptor, on disk before the file is renamed into place."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
 
 
 def _model_version() -> str:
@@ -270,12 +292,18 @@ def _model_version() -> str:
 @contextlib.contextmanager
 def _exclusive(folder: Path) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".export.lock", "w") as lock:
+    # Never truncated and never through a link: a lock file planted as a link to another
+    # file must not empty that file.
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    lock = os.open(folder / ".export.lock", flags, 0o644)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+    finally:
+        os.close(lock)
 
 
 def main() -> None:

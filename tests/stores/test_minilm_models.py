@@ -4,6 +4,7 @@ falls back to torch."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -101,14 +102,40 @@ def test_the_export_is_made_once_and_then_reused(
     tmp_path: Path, exports: list[Path], onnx_model: OnnxModel
 ) -> None:
     made = exports
-    (tmp_path / "old.onnx.4242.partial").write_bytes(b"left by a process killed mid-export")
+    stale = tmp_path / f"{graph_path(tmp_path).name}.4242.partial"
+    stale.write_bytes(b"left by a process killed mid-export")
+    (tmp_path / "download.partial").write_bytes(b"another program's half-written file")
     first = load_model("onnx", tmp_path, threads=1)
     second = load_model("onnx", tmp_path, threads=1)
     assert len(made) == 1
     assert made[0].exists()
-    assert [p.name for p in tmp_path.glob("*.partial")] == []
+    assert [p.name for p in tmp_path.glob("*.partial")] == ["download.partial"]
+    # readable by other users (the image exports as root and runs as another user)
+    assert made[0].stat().st_mode & 0o044 == 0o044
     assert np.abs(first.encode(TEXTS) - second.encode(TEXTS)).max() == 0.0
     assert np.abs(first.encode(TEXTS) - onnx_model.encode(TEXTS)).max() < 1e-5
+
+
+def test_links_planted_in_the_cache_are_never_written_through(
+    tmp_path: Path, exports: list[Path]
+) -> None:
+    cache, victim = tmp_path / "cache", tmp_path / "victim.txt"
+    cache.mkdir()
+    victim.write_text("precious data")
+    graph = graph_path(cache)
+    # the names an earlier release wrote its partial files under, and the graph itself
+    for name in (f"{graph.name}.{os.getpid()}.partial", graph.name):
+        (cache / name).symlink_to(victim)
+    model = load_model("onnx", cache, threads=1)
+    assert isinstance(model, OnnxModel)
+    assert victim.read_text() == "precious data"
+    assert not graph.is_symlink()
+    # a lock file planted as a link is refused (torch then), never truncated
+    (cache / ".export.lock").unlink()
+    (cache / ".export.lock").symlink_to(victim)
+    graph.unlink()
+    assert isinstance(load_model("onnx", cache, threads=1), TorchModel)
+    assert victim.read_text() == "precious data"
 
 
 def test_a_damaged_cached_graph_is_exported_again(
@@ -154,6 +181,12 @@ def test_an_unusable_cache_folder_falls_back_to_torch(
 def test_an_empty_cache_setting_means_the_default() -> None:
     assert Settings(model_cache_dir="").model_cache_path == Settings().model_cache_path
     assert Settings().model_cache_path.name == "memoryos"
+
+
+def test_a_cache_setting_is_made_absolute_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    home = Path.home()
+    assert Settings(model_cache_dir=" ~/models ").model_cache_path == home / "models"
+    assert Settings(model_cache_dir="rel/cache").model_cache_path == Path.cwd() / "rel/cache"
 
 
 def test_loading_an_exported_graph_imports_no_torch(cache: Path, onnx_model: OnnxModel) -> None:
