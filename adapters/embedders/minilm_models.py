@@ -269,9 +269,9 @@ def _probes_path(graph: Path) -> Path:
 
 def _fresh_file(graph: Path, suffix: str) -> tuple[int, Path]:
     fd, name = tempfile.mkstemp(dir=graph.parent, prefix=f"{graph.name}.", suffix=suffix)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o644 & ~umask)  # mkstemp's 0600 would hide the graph from other users
+    # mkstemp's 0600 would hide the graph from other users (reading the umask would mean
+    # setting it, process-wide, under other threads)
+    os.fchmod(fd, 0o644)
     return fd, Path(name)
 
 
