@@ -183,7 +183,7 @@ def test_an_empty_cache_setting_means_the_default() -> None:
     assert Settings().model_cache_path.name == "memoryos"
 
 
-def test_a_cache_setting_is_made_absolute_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cache_setting_is_made_absolute_once() -> None:
     home = Path.home()
     assert Settings(model_cache_dir=" ~/models ").model_cache_path == home / "models"
     assert Settings(model_cache_dir="rel/cache").model_cache_path == Path.cwd() / "rel/cache"
