@@ -266,9 +266,13 @@ class MidTermAgent(RecordStage):
     async def settle(self, user_id: str, state: MidTermState) -> None:
         """Evict over capacity, send persona jobs for hot segments, then save the state.
 
-        The evicted points go first and the state last: a crash in between replays the event
+        Every effect goes first and the state last, so whatever fails before the save leaves
+        the saved state as it was, and a retry of the event applies it once (a failure after
+        the save would count a retried visit twice). A crash in between replays the event
         against the old state, which evicts the same segments again (heat is computed at event
-        time, so the choice repeats). A job lost in a crash is re-sent after ``Resume``.
+        time, so the choice repeats) and may send a job again: its facts are stored once
+        (``append_facts``) and its pages counted once (``persona_applied``). A job sent but
+        lost in a crash is re-sent after ``Resume``.
         """
         deps, settings = self.deps, self.deps.settings
         params, now = settings.heat_params, state.clock
@@ -276,12 +280,12 @@ class MidTermAgent(RecordStage):
         await deps.repo.delete_pages([page for stats in evicted for page in stats.page_ids])
         await deps.repo.delete_segments([stats.segment_id for stats in evicted])
         jobs = state.take_persona_jobs(settings.heat_tau, now, params, PERSONA_PAGES_PER_JOB)
-        data = state.to_dict()
-        await deps.repo.save_doc(user_id, HEAT_DOC, data)
-        self.states[user_id] = data
         for segment_id, page_ids in jobs:
             job = PersonaJob(user_id=user_id, segment_id=segment_id, page_ids=page_ids, at=now)
             await self.send_persona(key=user_key(user_id), value=dumps(job))
+        data = state.to_dict()
+        await deps.repo.save_doc(user_id, HEAT_DOC, data)
+        self.states[user_id] = data
         deps.metrics.transitions.labels(transition="segment_evicted").inc(len(evicted))
 
     async def forget(self, marker: ForgetUser) -> None:

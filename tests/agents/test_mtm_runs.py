@@ -30,14 +30,16 @@ def turn(user: str, index: int) -> TurnEvent:
     )
 
 
-async def placed(run_max: int, combine: bool = True, turns: int = 14) -> tuple[Pipeline, FakeLLM]:
+async def placed(
+    run_max: int, combine: bool = True, turns: int = 14, heat_tau: float = 1000.0
+) -> tuple[Pipeline, FakeLLM]:
     pipeline = Pipeline(
         await make_deps(
             stm_capacity=2,
             llm_run_max=run_max,
             llm_combine=combine,
             theta=0.3,
-            heat_tau=1000.0,
+            heat_tau=heat_tau,
         )
     )
     for index in range(turns):
@@ -146,10 +148,25 @@ async def test_a_failed_batched_topics_call_falls_back_to_one_call_per_page() ->
     assert sum(len(k.segment.page_ids) for k in await pipeline.deps.repo.all_segments("ann")) == 4
 
 
-async def visited(run_max: int, fail_first_write: bool = False) -> tuple[dict[str, Any], int]:
+async def visited(
+    run_max: int,
+    fail_first_write: bool = False,
+    fail_first_job: bool = False,
+    heat_tau: float = 1000.0,
+) -> tuple[dict[str, Any], int]:
     """Ann's segments retrieved 10 times in a row; her heat state after, and its writes."""
-    pipeline, _ = await placed(run_max=run_max)
+    pipeline, _ = await placed(run_max=run_max, heat_tau=heat_tau)
     repo = pipeline.deps.repo
+    mtm = pipeline.stages[MTM_TOPIC]
+    send_persona, jobs_failing = mtm.send_persona, [fail_first_job]
+
+    async def sending(**message: Any) -> None:
+        if jobs_failing[0]:
+            jobs_failing[0] = False
+            raise ConnectionError("broker briefly away")
+        await send_persona(**message)
+
+    mtm.send_persona = sending
     segment_ids = sorted(k.segment.segment_id for k in await repo.all_segments("ann"))
     assert segment_ids
     writes, failing = [0], [fail_first_write]
@@ -192,3 +209,14 @@ async def test_a_run_of_visits_whose_write_fails_is_counted_once_each_one_at_a_t
     recovered, writes = await visited(run_max=8, fail_first_write=True)
     assert recovered == alone
     assert writes == 1 + 8 + 1  # the failed run, its 8 visits alone, then the run of 2
+
+
+async def test_a_visit_whose_persona_job_fails_to_send_is_counted_once() -> None:
+    # At this tau the placed segment is not hot; the visits heat it up, and its job goes out
+    # among them.
+    alone, _ = await visited(run_max=1, heat_tau=22.0)
+    state = MidTermState.from_dict(alone)
+    assert any(s.transferred for s in state.segments.values()), "jobs were sent"
+    for run_max in (1, 8):
+        recovered, _ = await visited(run_max=run_max, fail_first_job=True, heat_tau=22.0)
+        assert recovered == alone
