@@ -92,6 +92,12 @@ class Settings(BaseSettings):
         description="structured: how long a count of the user's pages holding a query term is "
         "reused (0: counted on every retrieve)",
     )
+    rank_date_weight: float = Field(
+        0.5,
+        ge=0.0,
+        description="structured: added to a page whose date is in a month or year the question "
+        "names (0: off)",
+    )
     rank_segment_weight: float = Field(
         0.0, ge=0.0, description="structured: weight of the page's segment F (scaled to the best)"
     )

@@ -135,6 +135,7 @@ def samples_meta(
                 "rank_session_weight",
                 "rank_common_share",
                 "rank_segment_weight",
+                "rank_date_weight",
                 "rank_feedback_pages",
                 "answer_style",
             )

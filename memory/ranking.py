@@ -9,7 +9,8 @@ in three steps, each a setting with 0 switching it off:
 1. base: lexical score / best lexical score in the pool + ``dense`` x cosine, the cosine
    stretched over the pool (lowest 0, highest 1) unless ``dense_scale`` is "raw": MiniLM's
    cosines of one pool sit in a narrow band (0.2 to 0.5), so raw, the dense score barely
-   moved a page against the lexical score's full 0 to 1;
+   moved a page against the lexical score's full 0 to 1; plus ``date`` if the page's date is
+   in a month or year the question names ("What did she donate in December 2023?");
 2. neighbours: + ``neighbor`` x the base of the pages just before and after in the same
    session (``seq`` adjacency), so a turn inherits some of its context's evidence;
 3. session: + ``session`` x the best step-2 score of the page's session (pages less than
@@ -41,6 +42,7 @@ class PoolPage:
     lexical: float = 0.0
     dense: float | None = None
     prior: float = 0.0  # the page's segment's F against the query, scaled to the best segment
+    dated: bool = False  # the page's date falls in a month or year the query names
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class RankWeights:
     session_gap_s: float = 1800.0
     segment: float = 0.0
     dense_scale: DenseScale = "pool"
+    date: float = 0.0
 
 
 def base_scores(
@@ -58,8 +61,10 @@ def base_scores(
     dense_weight: float,
     prior_weight: float = 0.0,
     dense_scale: DenseScale = "pool",
+    date_weight: float = 0.0,
 ) -> dict[str, float]:
-    """Lexical score scaled by the pool's best, plus ``dense_weight`` x cosine.
+    """Lexical score scaled by the pool's best, plus ``dense_weight`` x cosine, plus
+    ``date_weight`` if the page is of a month or year the query names.
 
     A page the dense search did not return gets the lowest cosine seen in the pool (it is
     at most that close), or 0.0 when no page has one. With ``dense_scale`` "pool" the cosine
@@ -77,7 +82,10 @@ def base_scores(
         if dense_scale == "pool":
             cosine = (cosine - floor) / spread if spread > 0 else 0.0
         scores[page.page_id] = (
-            page.lexical * scale + dense_weight * cosine + prior_weight * page.prior
+            page.lexical * scale
+            + dense_weight * cosine
+            + prior_weight * page.prior
+            + (date_weight if page.dated else 0.0)
         )
     return scores
 
@@ -101,7 +109,7 @@ def rank_pool(pool: Sequence[PoolPage], weights: RankWeights, k: int) -> list[tu
     if k <= 0 or not pool:
         return []
     unique = list({page.page_id: page for page in pool}.values())
-    base = base_scores(unique, weights.dense, weights.segment, weights.dense_scale)
+    base = base_scores(unique, weights.dense, weights.segment, weights.dense_scale, weights.date)
     session_of = sessions(unique, weights.session_gap_s)
     by_seq = {page.seq: page.page_id for page in unique}
     smoothed: dict[str, float] = {}

@@ -17,6 +17,7 @@ from typing import Any
 from adapters.ports import Hit
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
+from memory.dates import NamedDate, date_named, named_dates
 from memory.ranking import (
     PoolPage,
     RankWeights,
@@ -60,11 +61,13 @@ async def structured_pages(
         session_gap_s=settings.rank_session_gap_s,
         segment=settings.rank_segment_weight,
         dense_scale=settings.rank_dense_scale,
+        date=settings.rank_date_weight,
     )
+    named = named_dates(query) if settings.rank_date_weight > 0 else ()
 
     def ranked_pool(hits: Sequence[Hit]) -> list[tuple[str, float]]:
         lexical_score = {str(hit.payload["page_id"]): hit.score for hit in hits}
-        pool = _pool(found, lexical_score, dense_score, prior)
+        pool = _pool(found, lexical_score, dense_score, prior, named)
         return rank_pool(pool, weights, len(pool))
 
     ranked = ranked_pool(lexical)
@@ -92,6 +95,7 @@ def _pool(
     lexical: Mapping[str, float],
     dense: Mapping[str, float],
     prior: Mapping[str, float],
+    named: tuple[NamedDate, ...],
 ) -> list[PoolPage]:
     return [
         PoolPage(
@@ -101,9 +105,21 @@ def _pool(
             lexical.get(page_id, 0.0),
             dense.get(page_id),
             prior.get(str(payload.get("segment_id")), 0.0),
+            bool(named) and _dated(payload.get("timestamp"), named),
         )
         for page_id, payload in found.items()
     ]
+
+
+@lru_cache(maxsize=1 << 16)
+def _year_month(timestamp: str) -> tuple[int, int]:
+    # The date as written (the conversation's own zone), not as UTC seconds.
+    moment = datetime.fromisoformat(timestamp)
+    return moment.year, moment.month
+
+
+def _dated(timestamp: object, named: tuple[NamedDate, ...]) -> bool:
+    return isinstance(timestamp, str) and date_named(named, *_year_month(timestamp))
 
 
 @lru_cache(maxsize=1 << 16)  # a user's pages come back in pool after pool

@@ -120,3 +120,31 @@ async def test_segments_are_read_only_when_the_mode_uses_them(
     memory = await service.retrieve("ann", "sourdough bread", top_k=2)
     assert bool(calls) is reads_segments
     assert memory.mid_term  # pages found either way
+
+
+async def test_a_question_naming_a_month_ranks_that_months_pages_first() -> None:
+    pipeline = Pipeline(await make_deps())
+    said = [
+        (datetime(2024, 2, 10, tzinfo=UTC), "I baked, baked and baked all day"),
+        (datetime(2024, 3, 12, tzinfo=UTC), "I baked a cake with my aunt for the party"),
+    ]
+    said += [
+        (datetime(2024, 4, 1 + day, tzinfo=UTC), f"{TOPICS[day % 5]} {day}") for day in range(8)
+    ]
+    for index, (moment, text) in enumerate(said):
+        turn = TurnEvent(
+            user_id="ann", turn_id=f"t{index}", query=text, response="Nice.", timestamp=moment
+        )
+        await pipeline.send(TURNS, user_key("ann"), dumps(turn))
+    await pipeline.drain()
+    service = ResponseService(pipeline.deps, NullSink())
+    question = "What did I bake in March 2024?"
+
+    async def first(date_weight: float) -> str:
+        settings = service.deps.settings.model_copy(update={"rank_date_weight": date_weight})
+        service.deps.settings = settings
+        memory = await service.retrieve("ann", question, top_k=2)
+        return next(page for page in memory.context()).query
+
+    assert await first(0.0) == said[0][1]  # the word more often, in fewer words
+    assert await first(0.5) == said[1][1]  # the page of the month asked about
