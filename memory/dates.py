@@ -38,6 +38,7 @@ _PREPOSITION = re.compile(
     r"\b(?:in|of|on|since|until|till|during|by|before|after|early|late|mid|last|next|this)\s*$",
     re.IGNORECASE,
 )
+_LONGEST_PREPOSITION = 12  # "during" and the spaces after it
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,10 @@ def named_dates(text: str) -> tuple[NamedDate, ...]:
     for mention in _MENTION.finditer(text):
         month = mention.group("month")
         dated = mention.group("day") or mention.group("day2") or mention.group("year")
-        if month == "May" and not dated and not _PREPOSITION.search(text[: mention.start()]):
+        # Only the few characters before: a search of the whole prefix per mention would make
+        # a long text of many "May"s quadratic.
+        before = text[max(0, mention.start() - _LONGEST_PREPOSITION) : mention.start()]
+        if month == "May" and not dated and not _PREPOSITION.search(before):
             continue
         year = mention.group("year")
         found.append(NamedDate(int(year) if year else None, _MONTH[month]))

@@ -47,3 +47,9 @@ def test_a_dated_page_gets_the_date_weight() -> None:
     scores = base_scores(pool, 0.0, date_weight=0.2)
     assert scores == pytest.approx({"a": 1.2, "b": 1.0})
     assert base_scores(pool, 0.0) == pytest.approx({"a": 1.0, "b": 1.0})
+
+
+def test_a_long_text_of_many_mays_is_read_in_linear_time() -> None:
+    text = "May " * 50_000  # the verb, never a month: nothing before it is a preposition
+    assert named_dates(text) == ()
+    assert named_dates("in " + "May " * 3) == (NamedDate(None, 5),)
