@@ -198,29 +198,6 @@ def test_eval_locomo_reports_samples_pages_and_questions(
     assert steps[3].startswith("eval locomo: questions: done, 2 questions in ")
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_bench_reports_each_phase(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from evaluation import bench
-
-    tiny = bench.Sizes("tiny", 3, 10, 20, (4,), 1, 9, 2, 9, 4, 20, 3, 20, 5, 2)
-    monkeypatch.setattr(bench, "QUICK", tiny)  # --quick, only smaller
-    monkeypatch.setenv("MEMORYOS_CONSUMER_REBALANCE_TIMEOUT_S", "1")
-    assert main(["bench", "--quick", "--out", str(tmp_path / "bench")]) == 0
-    steps = [line for line in capsys.readouterr().err.splitlines() if ": done in " in line]
-    assert [line.split(":")[1].strip() for line in steps] == [
-        "embedder ceiling",
-        "ingest",
-        "embedder ceiling again",
-        "durability cost",
-        "llm concurrency",
-        "latency",
-        "report",
-    ]
-
-
 def test_ingest_messages_takes_a_plain_host_port_broker(
     tmp_path: Path, broker: EmbeddedBroker
 ) -> None:

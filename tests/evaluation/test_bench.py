@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from adapters.settings import load_settings
-from evaluation import bench_data
-from evaluation.bench import Sizes, run_bench
+from evaluation import bench, bench_data
+from evaluation.bench import Sizes
 from evaluation.bench_llm import plan_calls
 from evaluation.bench_report import LATENCY_PNG, THROUGHPUT_PNG
+from streams.cli import main
 
 TINY = Sizes(
     name="tiny",
@@ -110,13 +110,28 @@ def test_plan_calls_follows_the_measured_mix() -> None:
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-async def test_bench_writes_its_report(tmp_path: Path) -> None:
-    settings = load_settings(consumer_rebalance_timeout_s=1.0)
+def test_bench_shows_each_phase_and_writes_its_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One run through the command (a run takes a minute: the phases and the report are
+    checked on the same one)."""
+    monkeypatch.setattr(bench, "QUICK", TINY)  # --quick, only smaller
+    monkeypatch.setenv("MEMORYOS_CONSUMER_REBALANCE_TIMEOUT_S", "1")
     out = tmp_path / "bench"
 
-    code = await run_bench(settings, out, TINY)
+    code = main(["bench", "--quick", "--out", str(out)])
 
     assert code == 0  # every ingest verified by counting pages, every write read back
+    steps = [line for line in capsys.readouterr().err.splitlines() if ": done in " in line]
+    assert [line.split(":")[1].strip() for line in steps] == [
+        "embedder ceiling",
+        "ingest",
+        "embedder ceiling again",
+        "durability cost",
+        "llm concurrency",
+        "latency",
+        "report",
+    ]
     result = json.loads((out / "bench.json").read_text())
     for section, fields in SHAPE.items():
         for name, kind in fields.items():

@@ -414,7 +414,7 @@ async def test_f7b_a_later_turn_takes_a_dead_turns_page_by_id_reuse() -> None:
 
     pipeline.deps.embedder.embed = prepare_embedding_fails  # type: ignore[method-assign]
     for index in range(300):
-        gc.collect()
+        gc.collect(1)  # the young generations: a full collection per turn took minutes
         await pipeline.send(TURNS, user_key("bob"), dumps(turn("bob", index, f"bob {index}")))
         await pipeline.step(TURNS)
         if pipeline.pending(PAGES) and any(b"eve" in s.value for s in pipeline.pending(PAGES)):
