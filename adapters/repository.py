@@ -33,6 +33,10 @@ from schemas.records import Page, Persona, Segment
 STM = "stm"
 LEAVING = "leaving"  # evicted from STM, not yet placed in a segment: the reconciler re-drives it
 MTM = "mtm"
+# Every page point is in one of these (``save_pages`` refuses others), so a search of every
+# tier needs no tier condition: one that every page matches only made Edge's search longer
+# (``python -m evaluation.edge_search_speed``).
+TIERS = (STM, LEAVING, MTM)
 HEAT_DOC = "heat"
 PERSONA_DOC = "persona"
 TOMBSTONE_DOC = "tombstone"  # written by DELETE only: when the user was last deleted
@@ -78,6 +82,8 @@ class MemoryRepository:
     async def save_pages(
         self, pages: Sequence[Page], tier: str, segment_id: str | None = None
     ) -> None:
+        if tier not in TIERS:
+            raise ValueError(f"no such tier {tier!r}")  # the searches of every tier rely on it
         points = []
         for page in pages:
             if page.vector is None:
@@ -154,7 +160,7 @@ class MemoryRepository:
         vector of ``text`` (a query expanded with weighted terms). Only the fields a ranking
         reads (POOL_FIELDS): a pool of a hundred pages is ranked on every retrieve, and
         building every pool page in full was a third of a retrieve's time (issue 19)."""
-        where: Filter = {"tier": [STM, LEAVING, MTM]}
+        where = None  # every tier (TIERS)
         given = None if not lexical_only else dict(sparse) if sparse else lexical_vector(text)
         if lexical_only and not given:
             return []
@@ -171,21 +177,19 @@ class MemoryRepository:
 
     async def count_pages(self, user_id: str) -> int:
         """Pages of the user in every tier."""
-        return await self.store.count(PAGES, user_id, {"tier": [STM, LEAVING, MTM]})
+        return await self.store.count(PAGES, user_id)  # every tier (TIERS)
 
     async def pages_with_token(
         self, user_id: str, vector: Sequence[float], token: str, limit: int
     ) -> int:
         """How many of the user's pages hold ``token`` (a ``tokenize`` token), counted up to
         ``limit``: a lexical search for that one token returns exactly those pages."""
-        where: Filter = {"tier": [STM, LEAVING, MTM]}
         hits = await self.store.search(
             PAGES,
             user_id,
             vector,
             limit,
-            where=where,
-            sparse={token_index(token): 1.0},
+            sparse={token_index(token): 1.0},  # every tier (TIERS)
             lexical_only=True,
             fields=[],
         )

@@ -6,8 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from adapters.repository import MTM, TIERS
+from memory.ids import page_id
 from schemas.codec import dumps
 from schemas.errors import InvalidEvent
+from schemas.records import ChainLink, Page
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
 from service.response import ResponseService
@@ -148,3 +151,34 @@ async def test_a_question_naming_a_month_ranks_that_months_pages_first() -> None
 
     assert await first(0.0) == said[0][1]  # the word more often, in fewer words
     assert await first(0.5) == said[1][1]  # the page of the month asked about
+
+
+async def test_the_pool_holds_every_tier_and_no_other_tier_is_stored() -> None:
+    """The pool searches have no tier condition (every page matched it, and it made Edge's
+    search longer): they rely on every page point being in one of the three tiers."""
+    deps = await make_deps()
+    embedder, repo = deps.embedder, deps.repo
+    by_tier = {}
+    for index, tier in enumerate(TIERS):
+        text = f"sourdough note {index}"
+        vector = (await embedder.embed([text]))[0]
+        page = Page(
+            page_id=page_id("ann", f"t{index}"),
+            user_id="ann",
+            turn_id=f"t{index}",
+            query=text,
+            response="ok",
+            timestamp=datetime.fromtimestamp(1_700_000_000 + index, UTC),
+            chain=ChainLink(chain_id="c"),
+            seq=index,
+            vector=vector,
+        )
+        await repo.save_pages([page], tier, "seg-1" if tier == MTM else None)
+        by_tier[page.page_id] = tier
+    vector = (await embedder.embed(["sourdough"]))[0]
+    for lexical in (False, True):
+        hits = await repo.pool_hits("ann", vector, "sourdough", 10, lexical_only=lexical)
+        assert {str(hit.payload["page_id"]) for hit in hits} == set(by_tier)
+    assert await repo.count_pages("ann") == 3
+    with pytest.raises(ValueError, match="no such tier"):
+        await repo.save_pages([page], "archived")

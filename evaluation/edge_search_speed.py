@@ -1,0 +1,73 @@
+"""One user's nearest pages in Qdrant Edge, with and without a condition on the tier, timed
+side by side on one store.
+
+    python -m evaluation.edge_search_speed [--users 50] [--pages 300] [--searches 800]
+
+The store holds ``users`` x ``pages`` random pages, each with a tier; every search asks for one
+user's 100 nearest. The pool searches of a retrieve once carried ``tier in (stm, leaving,
+mtm)``, which every page matches; this prints what that condition cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+
+import numpy as np
+
+from adapters.ports import PAGES, Point
+from adapters.repository import TIERS
+from adapters.stores.edge import EdgeStore
+
+DIM = 384
+
+
+async def run(users: int, pages: int, searches: int) -> dict[str, list[float]]:
+    rng = np.random.default_rng(7)
+    with tempfile.TemporaryDirectory() as folder:
+        store = EdgeStore(folder)
+        await store.ensure_collections(DIM)
+        try:
+            points = []
+            for index in range(users * pages):
+                vector = rng.normal(size=DIM)
+                payload = {
+                    "user_id": f"u{index % users}",
+                    "tier": TIERS[index % len(TIERS)],
+                    "page_id": str(index),
+                }
+                points.append(
+                    Point(f"{index:032x}", (vector / np.linalg.norm(vector)).tolist(), payload)
+                )
+            for start in range(0, len(points), 1000):
+                await store.upsert(PAGES, points[start : start + 1000])
+            queries = [rng.normal(size=DIM).tolist() for _ in range(searches)]
+            timings: dict[str, list[float]] = {}
+            conditions = {"tier_condition": {"tier": list(TIERS)}, "user_only": None}
+            for label in [*conditions, *reversed(conditions)]:  # each first once
+                started = time.perf_counter()
+                for index, query in enumerate(queries):
+                    user = f"u{index % users}"
+                    await store.search(PAGES, user, query, 100, where=conditions[label], fields=[])
+                per_search = (time.perf_counter() - started) / searches * 1000
+                timings.setdefault(f"{label}_ms_per_search", []).append(round(per_search, 3))
+            return timings
+        finally:
+            await store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=50)
+    parser.add_argument("--pages", type=int, default=300)
+    parser.add_argument("--searches", type=int, default=800)
+    args = parser.parse_args()
+    timings = asyncio.run(run(args.users, args.pages, args.searches))
+    print(json.dumps({"users": args.users, "pages_per_user": args.pages, **timings}))
+
+
+if __name__ == "__main__":
+    main()
