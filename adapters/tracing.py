@@ -119,16 +119,24 @@ def context_headers(headers: Headers) -> dict[str, bytes]:
 
 
 @contextlib.contextmanager
-def stage_span(stage: str, source: Any, user_id: str) -> Iterator[Span | None]:
+def stage_span(
+    stage: str, source: Any, user_id: str, together: Sequence[Any] = ()
+) -> Iterator[Span | None]:
     """The span of one stage's work on one consumed record, a child of the record's context.
 
-    Attributes follow the OpenTelemetry messaging conventions; the user id is on the span (a
-    trace is found by user), never on a metric label.
+    ``together``: the other records handled in the same call; the span links their contexts,
+    so each of their traces leads to it. Attributes follow the OpenTelemetry messaging
+    conventions; the user id is on the span (a trace is found by user), never on a metric label.
     """
     if not enabled():
         yield None
         return
     parent = _PROPAGATOR.extract(_carrier(source.headers))
+    links = []
+    for other in together:
+        linked = trace.get_current_span(_PROPAGATOR.extract(_carrier(other.headers)))
+        if linked.get_span_context().is_valid:
+            links.append(trace.Link(linked.get_span_context()))
     attributes = {
         "messaging.system": "kafka",
         "messaging.operation.type": "process",
@@ -138,8 +146,14 @@ def stage_span(stage: str, source: Any, user_id: str) -> Iterator[Span | None]:
         "memoryos.stage": stage,
         "memoryos.user_id": user_id,
     }
+    if together:
+        attributes["messaging.batch.message_count"] = len(together) + 1
     with _tracer.start_as_current_span(
-        f"{stage} process", context=parent, kind=SpanKind.CONSUMER, attributes=attributes
+        f"{stage} process",
+        context=parent,
+        kind=SpanKind.CONSUMER,
+        attributes=attributes,
+        links=links,
     ) as current:
         yield current
 

@@ -307,17 +307,26 @@ class BatchRunner(Generic[Record]):
         call fails, each is run on its own under the retry and dead-letter policy, so none is
         marked done unprocessed and a dead letter names the event it is about."""
         last = items[-1]
-        with tracing.stage_span(self.stage, last.source, self.user_of(last.record)):
-            bind_event(last.source)
-            try:
+        others = [item.source for item in items[:-1]]
+        in_flight = self.metrics.in_flight.labels(stage=self.stage)
+        in_flight.inc(len(items))
+        started = time.perf_counter()
+        try:
+            with tracing.stage_span(self.stage, last.source, self.user_of(last.record), others):
+                bind_event(last.source)
                 await handle_all(items)
-            except Exception as exc:
-                log.info(
-                    "%s: %d events together failed (%r); one at a time", self.stage, len(items), exc
-                )
-            else:
-                self.metrics.events.labels(stage=self.stage, outcome="ok").inc(len(items))
-                return
+        except Exception as exc:
+            log.info(
+                "%s: %d events together failed (%r); one at a time", self.stage, len(items), exc
+            )
+        else:
+            self.metrics.events.labels(stage=self.stage, outcome="ok").inc(len(items))
+            return
+        finally:
+            in_flight.dec(len(items))
+            elapsed = time.perf_counter() - started  # each event waited for the whole call
+            for _ in items:
+                self.metrics.stage_seconds.labels(stage=self.stage).observe(elapsed)
         for item in items:
             await self.run_one(item, handle)
 

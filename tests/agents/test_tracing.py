@@ -178,3 +178,40 @@ def test_setup_installs_an_otlp_exporter_only_when_configured() -> None:
     finally:
         tracing.shutdown()
     assert not tracing.enabled()
+
+
+async def test_a_run_of_visits_handled_together_leads_from_every_visits_trace(
+    spans: InMemorySpanExporter,
+) -> None:
+    from schemas.records import RetrievalHit
+    from schemas.topics import MTM
+    from tests.agents.test_mtm_runs import placed
+
+    pipeline, _ = await placed(run_max=8)
+    segment_ids = [k.segment.segment_id for k in await pipeline.deps.repo.all_segments("ann")]
+    tracer = tracing._tracer  # the fixture's provider
+    sent = set()
+    for index in range(5):
+        with tracer.start_as_current_span(f"retrieve {index}") as span:
+            sent.add(span.get_span_context().trace_id)
+            hit = RetrievalHit(user_id="ann", segment_ids=segment_ids, at=1.8e9 + index)
+            await pipeline.send(MTM, user_key("ann"), dumps(hit))
+    metrics = pipeline.deps.metrics
+    timed_before = _sample(metrics, "memoryos_stage_duration_seconds_count", "mtm")
+    spans.clear()
+    await pipeline.drain()
+    [run] = [s for s in spans.get_finished_spans() if s.name == "mtm process"]
+    assert run.attributes is not None
+    assert run.attributes["messaging.batch.message_count"] == 5
+    reached = {run.context.trace_id} | {link.context.trace_id for link in run.links}
+    assert reached == sent
+    assert _sample(metrics, "memoryos_stage_duration_seconds_count", "mtm") == timed_before + 5
+    assert _sample(metrics, "memoryos_in_flight", "mtm") == 0
+
+
+def _sample(metrics: Metrics, name: str, stage: str) -> float:
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            if sample.name == name and sample.labels.get("stage") == stage:
+                return sample.value
+    raise AssertionError(f"no {name} for {stage}")
