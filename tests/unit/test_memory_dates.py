@@ -23,6 +23,10 @@ from memory.ranking import PoolPage, base_scores
         ("What did she do in december?", []),  # a month is a name: capitalised
         ("Who sent 2023 roses?", [NamedDate(2023, None)]),
         ("What did Jan paint?", []),  # abbreviations are names too often
+        ("What did June tell August?", []),  # names, as April and May can be
+        ("What did she paint in June?", [NamedDate(None, 6)]),
+        ("What happened in December of 2023?", [NamedDate(2023, 12)]),
+        ("Explain          May I ask", []),  # no "in" inside "Explain"
     ],
 )
 def test_named_dates(question: str, named: list[NamedDate]) -> None:
@@ -53,3 +57,9 @@ def test_a_long_text_of_many_mays_is_read_in_linear_time() -> None:
     text = "May " * 50_000  # the verb, never a month: nothing before it is a preposition
     assert named_dates(text) == ()
     assert named_dates("in " + "May " * 3) == (NamedDate(None, 5),)
+
+
+def test_years_inside_many_month_mentions_are_read_in_linear_time() -> None:
+    text = "May 1 " * 3000 + " 2023" * 3000  # quadratic before: each year against each mention
+    # the last "May 1" takes the first year as its own
+    assert named_dates(text) == (NamedDate(None, 5), NamedDate(2023, 5), NamedDate(2023, None))
