@@ -320,14 +320,14 @@ class BatchRunner(Generic[Record]):
                 "%s: %d events together failed (%r); one at a time", self.stage, len(items), exc
             )
         else:
+            elapsed = time.perf_counter() - started  # each event waited for the whole call
+            for _ in items:
+                self.metrics.stage_seconds.labels(stage=self.stage).observe(elapsed)
             self.metrics.events.labels(stage=self.stage, outcome="ok").inc(len(items))
             return
         finally:
             in_flight.dec(len(items))
-            elapsed = time.perf_counter() - started  # each event waited for the whole call
-            for _ in items:
-                self.metrics.stage_seconds.labels(stage=self.stage).observe(elapsed)
-        for item in items:
+        for item in items:  # each timed by run_one, once
             await self.run_one(item, handle)
 
     async def _run_one(
