@@ -61,6 +61,9 @@ class MidTermAgent(RecordStage):
         # Per page and per user, for the runs in progress (users run concurrently):
         self._topics_ahead: dict[str, list[Topic]] = {}  # page id -> topics asked together
         self._deferring: set[str] = set()  # users whose merged summaries wait for the run's end
+        # Per user, the persona jobs sent by attempts whose state save then failed: the job is
+        # out, and a retry (which starts from the saved state) must not send it again.
+        self._sent_unsaved: dict[str, set[tuple[str, tuple[str, ...]]]] = {}
 
     async def handle_run(
         self, items: Sequence[Consumed[MidTermInput]], done: Callable[[Consumed[Any]], None]
@@ -270,9 +273,10 @@ class MidTermAgent(RecordStage):
         the saved state as it was, and a retry of the event applies it once (a failure after
         the save would count a retried visit twice). A crash in between replays the event
         against the old state, which evicts the same segments again (heat is computed at event
-        time, so the choice repeats) and may send a job again: its facts are stored once
-        (``append_facts``) and its pages counted once (``persona_applied``). A job sent but
-        lost in a crash is re-sent after ``Resume``.
+        time, so the choice repeats) and may send a job again: its pages are counted once
+        (``persona_applied``), and a fact worded the same is stored once (``append_facts``).
+        A failed save does not resend on retry: the jobs already out are remembered until a
+        save succeeds. A job sent but lost in a crash is re-sent after ``Resume``.
         """
         deps, settings = self.deps, self.deps.settings
         params, now = settings.heat_params, state.clock
@@ -281,17 +285,23 @@ class MidTermAgent(RecordStage):
         await deps.repo.delete_segments([stats.segment_id for stats in evicted])
         jobs = state.take_persona_jobs(settings.heat_tau, now, params, PERSONA_PAGES_PER_JOB)
         for segment_id, page_ids in jobs:
+            out = (segment_id, tuple(page_ids))
+            if out in self._sent_unsaved.get(user_id, ()):
+                continue
             job = PersonaJob(user_id=user_id, segment_id=segment_id, page_ids=page_ids, at=now)
             await self.send_persona(key=user_key(user_id), value=dumps(job))
+            self._sent_unsaved.setdefault(user_id, set()).add(out)
         data = state.to_dict()
         await deps.repo.save_doc(user_id, HEAT_DOC, data)
         self.states[user_id] = data
+        self._sent_unsaved.pop(user_id, None)
         deps.metrics.transitions.labels(transition="segment_evicted").inc(len(evicted))
 
     async def forget(self, marker: ForgetUser) -> None:
         if not await check_marker(self.deps.repo, marker):
             return
         self.states.pop(marker.user_id, None)
+        self._sent_unsaved.pop(marker.user_id, None)
         self.deps.keyring.forget(marker.user_id)
         await self.deps.repo.purge_mid_term(marker.user_id)
         await self.send_persona(key=user_key(marker.user_id), value=dumps(marker))

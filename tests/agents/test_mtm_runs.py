@@ -153,8 +153,9 @@ async def visited(
     fail_first_write: bool = False,
     fail_first_job: bool = False,
     heat_tau: float = 1000.0,
-) -> tuple[dict[str, Any], int]:
-    """Ann's segments retrieved 10 times in a row; her heat state after, and its writes."""
+) -> tuple[dict[str, Any], int, float]:
+    """Ann's segments retrieved 10 times in a row; her heat state after, its writes, and the
+    MTM stage's timings (stage duration observations) of the visits."""
     pipeline, _ = await placed(run_max=run_max, heat_tau=heat_tau)
     repo = pipeline.deps.repo
     mtm = pipeline.stages[MTM_TOPIC]
@@ -181,6 +182,7 @@ async def visited(
         await save_doc(user_id, name, data, **flags)
 
     repo.save_doc = counting  # type: ignore[method-assign,assignment]
+    timed_before = _mtm_timings(pipeline)
     for index in range(10):
         # Every other visit also names a segment evicted since: ignored, as one by one.
         hit_ids = [*segment_ids, "evicted"] if index % 2 else segment_ids
@@ -190,12 +192,12 @@ async def visited(
     assert not pipeline.dead_letters()
     doc = await repo.load_doc("ann", HEAT_DOC)
     assert doc is not None
-    return dict(doc), writes[0]
+    return dict(doc), writes[0], _mtm_timings(pipeline) - timed_before
 
 
 async def test_a_run_of_visits_counts_each_visit_as_one_by_one_with_fewer_writes() -> None:
-    alone, alone_writes = await visited(run_max=1)
-    together, together_writes = await visited(run_max=8)
+    alone, alone_writes, _ = await visited(run_max=1)
+    together, together_writes, _ = await visited(run_max=8)
     assert together == alone
     state = MidTermState.from_dict(together)
     assert {s.n_visit for s in state.segments.values()} == {10}
@@ -205,18 +207,61 @@ async def test_a_run_of_visits_counts_each_visit_as_one_by_one_with_fewer_writes
 
 
 async def test_a_run_of_visits_whose_write_fails_is_counted_once_each_one_at_a_time() -> None:
-    alone, _ = await visited(run_max=1)
-    recovered, writes = await visited(run_max=8, fail_first_write=True)
+    alone, _, _ = await visited(run_max=1)
+    recovered, writes, timings = await visited(run_max=8, fail_first_write=True)
     assert recovered == alone
     assert writes == 1 + 8 + 1  # the failed run, its 8 visits alone, then the run of 2
+    assert timings == 10  # each visit once: alone (8) or in its run (2), not in the failed run
 
 
 async def test_a_visit_whose_persona_job_fails_to_send_is_counted_once() -> None:
     # At this tau the placed segment is not hot; the visits heat it up, and its job goes out
     # among them.
-    alone, _ = await visited(run_max=1, heat_tau=22.0)
+    alone, _, _ = await visited(run_max=1, heat_tau=22.0)
     state = MidTermState.from_dict(alone)
     assert any(s.transferred for s in state.segments.values()), "jobs were sent"
     for run_max in (1, 8):
-        recovered, _ = await visited(run_max=run_max, fail_first_job=True, heat_tau=22.0)
+        recovered, _, _ = await visited(run_max=run_max, fail_first_job=True, heat_tau=22.0)
         assert recovered == alone
+
+
+def _mtm_timings(pipeline: Pipeline) -> float:
+    for family in pipeline.deps.metrics.registry.collect():
+        for sample in family.samples:
+            timed = sample.name == "memoryos_stage_duration_seconds_count"
+            if timed and sample.labels.get("stage") == "mtm":
+                return sample.value
+    return 0.0
+
+
+async def test_a_heat_save_that_keeps_failing_sends_each_persona_job_once() -> None:
+    pipeline, llm = await placed(run_max=1, heat_tau=22.0)
+    repo, mtm = pipeline.deps.repo, pipeline.stages[MTM_TOPIC]
+    jobs: list[bytes] = []
+    send_persona, save_doc = mtm.send_persona, repo.save_doc
+
+    async def sending(**message: Any) -> None:
+        jobs.append(message["value"])
+        await send_persona(**message)
+
+    failures = [0]
+
+    async def saving(user_id: str, name: str, data: Any, **flags: bool) -> None:
+        segments = data.get("segments", {}) if name == HEAT_DOC else {}
+        pending = any(s.get("persona_pending") for s in segments.values())
+        if pending and failures[0] < 6:  # every save that would mark a job as out, six times
+            failures[0] += 1
+            raise ConnectionError("store briefly away")
+        await save_doc(user_id, name, data, **flags)
+
+    mtm.send_persona = sending
+    repo.save_doc = saving  # type: ignore[method-assign,assignment]
+    segment_ids = sorted(k.segment.segment_id for k in await repo.all_segments("ann"))
+    for index in range(16):  # the 10th visit makes the segment hot
+        hit = RetrievalHit(user_id="ann", segment_ids=segment_ids, at=1_800_000_000.0 + index)
+        await pipeline.send(MTM_TOPIC, user_key("ann"), dumps(hit))
+    await pipeline.drain()
+    assert failures[0] == 6
+    assert pipeline.dead_letters(), "the policy gave up on some visits while the store was away"
+    assert len(jobs) == 1, "each failed attempt sent the job again"
+    assert Counter(llm.calls)["persona"] == 1
