@@ -215,8 +215,7 @@ def export(graph: Path) -> None:
     names = ["input_ids", "attention_mask", "token_type_ids"]
     # Fresh files of unpredictable names (O_EXCL): a link planted under a name we would
     # write is never followed, and the graph is written through our own descriptor.
-    graph_fd, partial = _fresh_file(graph, ".partial")
-    probes_fd, probes = _fresh_file(graph, ".probes.partial")
+    (graph_fd, partial), (probes_fd, probes) = _fresh_files(graph, [".partial", ".probes.partial"])
     try:
         written = io.BytesIO()
         with torch.no_grad():
@@ -267,12 +266,23 @@ def _probes_path(graph: Path) -> Path:
     return graph.with_name(f"{graph.name}.probes.npy")
 
 
-def _fresh_file(graph: Path, suffix: str) -> tuple[int, Path]:
-    fd, name = tempfile.mkstemp(dir=graph.parent, prefix=f"{graph.name}.", suffix=suffix)
-    # mkstemp's 0600 would hide the graph from other users (reading the umask would mean
-    # setting it, process-wide, under other threads)
-    os.fchmod(fd, 0o644)
-    return fd, Path(name)
+def _fresh_files(graph: Path, suffixes: Sequence[str]) -> list[tuple[int, Path]]:
+    """A fresh file beside ``graph`` per suffix, open; if one cannot be made, none is left
+    behind, neither a file nor an open descriptor."""
+    made: list[tuple[int, Path]] = []
+    try:
+        for suffix in suffixes:
+            fd, name = tempfile.mkstemp(dir=graph.parent, prefix=f"{graph.name}.", suffix=suffix)
+            made.append((fd, Path(name)))
+            # mkstemp's 0600 would hide the graph from other users (reading the umask would
+            # mean setting it, process-wide, under other threads)
+            os.fchmod(fd, 0o644)
+    except BaseException:
+        for fd, path in made:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+        raise
+    return made
 
 
 def _write(fd: int, data: bytes) -> None:

@@ -221,3 +221,24 @@ def test_the_export_command_fails_instead_of_falling_back(
     monkeypatch.setenv("MEMORYOS_MODEL_CACHE_DIR", str(blocked / "memoryos"))
     with pytest.raises(NotADirectoryError):
         minilm_models.main()
+
+
+def test_fresh_files_that_cannot_all_be_made_leave_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = tmp_path / "model.onnx"
+    calls = [0]
+    fchmod = os.fchmod
+
+    def second_fails(fd: int, mode: int) -> None:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise PermissionError("no chmod here")
+        fchmod(fd, mode)
+
+    monkeypatch.setattr(os, "fchmod", second_fails)
+    open_before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(PermissionError):
+        minilm_models._fresh_files(graph, [".partial", ".probes.partial"])
+    assert list(tmp_path.iterdir()) == []
+    assert len(os.listdir("/proc/self/fd")) == open_before
