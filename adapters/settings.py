@@ -311,6 +311,12 @@ class Settings(BaseSettings):
         "(glibc malloc_trim); 0: never",
     )
 
+    gc_freeze: bool = Field(
+        True,
+        description="keep the objects alive after start-up out of Python's full garbage "
+        "collections (gc.freeze): shorter pauses of the event loop",
+    )
+
     # --- Kafka security: one set for every client (Faust, producers, CLI, lag probe) ---
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         "PLAINTEXT", description="how every Kafka client talks to MEMORYOS_BROKER_URL"

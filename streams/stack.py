@@ -13,7 +13,7 @@ from typing import Any, Literal
 import uvicorn
 from aiokafka import AIOKafkaProducer
 
-from adapters import tracing
+from adapters import heap_freeze, tracing
 from adapters.deps import Deps
 from adapters.embedders.batching import MicroBatchingEmbedder
 from adapters.journal import Journal, NoJournal, open_journal
@@ -112,6 +112,7 @@ class Stack:
         self._vacuum_task: asyncio.Task[None] | None = None
         self.port = settings.port
         self._tracing = False  # whether this stack switched tracing on (and so switches it off)
+        self._frozen = False  # whether this stack froze the start-up heap (and so unfreezes it)
 
     @property
     def broker_url(self) -> str:
@@ -162,6 +163,8 @@ class Stack:
         if self.serve_http:
             steps.phase("http")
             await self._start_http()
+        if settings.gc_freeze:
+            self._frozen = heap_freeze.freeze() > 0
         log.info(
             "memoryos is up: broker %s, http %s:%s, llm %s, store %s",
             self.broker_url,
@@ -417,6 +420,9 @@ class Stack:
                 await self._bounded("ports", close_deps(self.deps))
             self.journal.close()
         finally:
+            if self._frozen:
+                heap_freeze.unfreeze()
+                self._frozen = False
             if self.broker is not None:
                 await asyncio.to_thread(self.broker.stop)
             if self._tracing:
