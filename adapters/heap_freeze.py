@@ -5,8 +5,9 @@ Runtime's bindings, Faust's services) that a full (generation 2) collection walk
 one runs, on the event loop, while retrieves wait. ``freeze`` moves everything alive after
 start-up to a permanent generation that collections skip; ``unfreeze`` at stop hands it
 back. What start-up leaves as cyclic garbage is collected first. An object frozen here that
-becomes cyclic garbage later (the first worker's, after a broker roll) waits for
-``unfreeze``: refcounting still frees everything not in a cycle.
+becomes cyclic garbage later waits for ``unfreeze`` (refcounting still frees everything not in
+a cycle); a broker roll replaces the whole worker, so the stack unfreezes and freezes again
+after each roll.
 """
 
 from __future__ import annotations

@@ -284,6 +284,11 @@ class Stack:
         await self._start_pipeline()
         await self.catch_up_journal()
         self._start_reconciling()
+        if self._frozen:
+            # The old worker was frozen with the start-up heap: hand it back so its cycles
+            # are collected, and freeze the new one (once per roll, not per turn).
+            heap_freeze.unfreeze()
+            heap_freeze.freeze()
 
     async def catch_up_journal(self) -> int:
         """Send the DELETE markers, turns and bus messages journaled after the reconciler's

@@ -7,6 +7,8 @@ broker and worker, the reconciler re-sends what is owed. Turns keep arriving mea
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,7 @@ async def test_a_broker_roll_mid_ingest_loses_and_duplicates_nothing(tmp_path: P
         assert stack.service is not None
         assert stack.watch is not None
         first_pid = stack.broker.pid if stack.broker else None
+        first_worker = weakref.ref(stack.memory_app.app)  # Faust's app, frozen at start-up
 
         async def ingest() -> None:
             for start in range(0, PER_USER, 4):  # acknowledged before, during and after rolls
@@ -95,6 +98,8 @@ async def test_a_broker_roll_mid_ingest_loses_and_duplicates_nothing(tmp_path: P
         stack.watch.budget_bytes = 1 << 40  # no more rolls: let the pipeline settle
         assert stack.broker is not None
         assert stack.broker.pid != first_pid
+        gc.collect()
+        assert first_worker() is None, "the first worker outlived its roll (frozen, in cycles)"
         for user in USERS:
             memory = await eventually(lambda u=user: _complete(stack, u), 240, every_s=1.0)
             short, mid = memory_summary(memory)
