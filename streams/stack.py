@@ -164,7 +164,8 @@ class Stack:
             steps.phase("http")
             await self._start_http()
         if settings.gc_freeze:
-            self._frozen = heap_freeze.freeze() > 0
+            heap_freeze.freeze()
+            self._frozen = True
         log.info(
             "memoryos is up: broker %s, http %s:%s, llm %s, store %s",
             self.broker_url,
@@ -279,16 +280,17 @@ class Stack:
     async def _roll(self) -> None:
         assert self.broker is not None
         await self._stop_pipeline(self.settings.drain_timeout_s)
+        if self._frozen:
+            # The old worker was frozen with the start-up heap; handed back now, its cycles
+            # are collected even if this attempt fails and the next one is long in coming.
+            heap_freeze.thaw()
         await asyncio.to_thread(self.broker.stop)
         await asyncio.to_thread(self.broker.start)
         await self._start_pipeline()
         await self.catch_up_journal()
         self._start_reconciling()
         if self._frozen:
-            # The old worker was frozen with the start-up heap: hand it back so its cycles
-            # are collected, and freeze the new one (once per roll, not per turn).
-            heap_freeze.unfreeze()
-            heap_freeze.freeze()
+            heap_freeze.refreeze()  # the old worker collected, the new one frozen
 
     async def catch_up_journal(self) -> int:
         """Send the DELETE markers, turns and bus messages journaled after the reconciler's
@@ -426,7 +428,7 @@ class Stack:
             self.journal.close()
         finally:
             if self._frozen:
-                heap_freeze.unfreeze()
+                heap_freeze.release()
                 self._frozen = False
             if self.broker is not None:
                 await asyncio.to_thread(self.broker.stop)
