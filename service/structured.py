@@ -111,27 +111,22 @@ def _pool(
     ]
 
 
-@lru_cache(maxsize=1 << 16)
-def _year_month(timestamp: str) -> tuple[int, int]:
-    # The date as written (the conversation's own zone), not as UTC seconds.
-    moment = datetime.fromisoformat(timestamp)
-    return moment.year, moment.month
-
-
-def _dated(timestamp: object, named: tuple[NamedDate, ...]) -> bool:
-    return isinstance(timestamp, str) and date_named(named, *_year_month(timestamp))
-
-
 @lru_cache(maxsize=1 << 16)  # a user's pages come back in pool after pool
-def _parse_seconds(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp).timestamp()
+def _moment(timestamp: str) -> datetime:
+    return datetime.fromisoformat(timestamp)
 
 
 def _seconds(timestamp: object) -> float:
     """A stored page's timestamp (ISO 8601, as the page payload holds it) in epoch seconds."""
-    if isinstance(timestamp, str):
-        return _parse_seconds(timestamp)
-    return 0.0
+    return _moment(timestamp).timestamp() if isinstance(timestamp, str) else 0.0
+
+
+def _dated(timestamp: object, named: tuple[NamedDate, ...]) -> bool:
+    # The date as written (the conversation's own zone), not as UTC seconds.
+    if not isinstance(timestamp, str):
+        return False
+    moment = _moment(timestamp)
+    return date_named(named, moment.year, moment.month)
 
 
 def _until_k_mid_term(
