@@ -6,14 +6,19 @@ Seeds a fresh embedded stack the way ``memoryos bench`` does (``bench_seed``), t
 ``calls`` retrieves for each caller count and prints one JSON line each. Every query carries a
 random suffix, so the embedder's cache never answers one: each retrieve embeds its query. Run it
 twice with one setting changed (``MEMORYOS_MINILM_RUNTIME=torch``, say) to compare side by side.
+Each line also counts the full garbage collections during its retrieves and their longest pause.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import json
 import random
+import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -43,8 +48,32 @@ async def run(users: int, turns: int, callers: list[int], calls: int, seed: int)
         for _ in range(WARMUP_CALLS):
             await service.retrieve(*pick())
         for count in callers:
-            row = await _concurrent_retrieves(service, pick, count, calls)
-            print(json.dumps({"users": users, "turns": turns, **row}), flush=True)
+            with full_collections() as pauses:
+                row = await _concurrent_retrieves(service, pick, count, calls)
+            full = {"gc_full_collections": len(pauses), "gc_full_max_ms": max(pauses, default=0)}
+            print(json.dumps({"users": users, "turns": turns, **row, **full}), flush=True)
+
+
+@contextlib.contextmanager
+def full_collections() -> Iterator[list[float]]:
+    """The pauses (ms) of Python's full (generation 2) collections while the block runs: each
+    one stops the event loop, and every retrieve in flight waits."""
+    pauses: list[float] = []
+    started = [0.0]
+
+    def timer(phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pauses.append(round((time.perf_counter() - started[0]) * 1000, 1))
+
+    gc.callbacks.append(timer)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(timer)
 
 
 def main() -> None:

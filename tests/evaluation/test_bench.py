@@ -166,6 +166,7 @@ async def test_retrieve_load_prints_one_row_per_caller_count(
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
     assert [row["callers"] for row in rows] == [1, 3]
     assert all(row["calls"] == 9 and row["retrieves_per_s"] > 0 for row in rows)
+    assert all(row["gc_full_collections"] >= 0 and row["gc_full_max_ms"] >= 0 for row in rows)
 
 
 async def test_embedder_speed_prints_its_rates(
