@@ -10,6 +10,7 @@ I ask..." names no month).
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 MONTHS = (
@@ -53,11 +54,6 @@ class NamedDate:
     year: int | None
     month: int | None
 
-    def holds(self, year: int, month: int) -> bool:
-        return (self.year is None or self.year == year) and (
-            self.month is None or self.month == month
-        )
-
 
 def named_dates(text: str) -> tuple[NamedDate, ...]:
     """The months (with their year, if written beside them) and lone years ``text`` names.
@@ -86,6 +82,13 @@ def named_dates(text: str) -> tuple[NamedDate, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def date_named(named: tuple[NamedDate, ...], year: int, month: int) -> bool:
-    """Whether a page of ``year``/``month`` falls in a month or year the question names."""
-    return any(date.holds(year, month) for date in named)
+def date_named(named: AbstractSet[NamedDate], year: int, month: int) -> bool:
+    """Whether a page of ``year``/``month`` falls in a month or year the question names.
+
+    Three lookups whatever the question: a hostile one names over a thousand month-years, and
+    every page of the pool is asked."""
+    return bool(named) and (
+        NamedDate(year, month) in named
+        or NamedDate(year, None) in named
+        or NamedDate(None, month) in named
+    )

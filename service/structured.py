@@ -63,7 +63,7 @@ async def structured_pages(
         dense_scale=settings.rank_dense_scale,
         date=settings.rank_date_weight,
     )
-    named = named_dates(query) if settings.rank_date_weight > 0 else ()
+    named = frozenset(named_dates(query)) if settings.rank_date_weight > 0 else frozenset()
 
     def ranked_pool(hits: Sequence[Hit]) -> list[tuple[str, float]]:
         lexical_score = {str(hit.payload["page_id"]): hit.score for hit in hits}
@@ -95,7 +95,7 @@ def _pool(
     lexical: Mapping[str, float],
     dense: Mapping[str, float],
     prior: Mapping[str, float],
-    named: tuple[NamedDate, ...],
+    named: frozenset[NamedDate],
 ) -> list[PoolPage]:
     return [
         PoolPage(
@@ -121,7 +121,7 @@ def _seconds(timestamp: object) -> float:
     return _moment(timestamp).timestamp() if isinstance(timestamp, str) else 0.0
 
 
-def _dated(timestamp: object, named: tuple[NamedDate, ...]) -> bool:
+def _dated(timestamp: object, named: frozenset[NamedDate]) -> bool:
     # The date as written (the conversation's own zone), not as UTC seconds.
     if not isinstance(timestamp, str):
         return False
