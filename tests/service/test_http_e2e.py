@@ -15,6 +15,8 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
+from memory.dates import MONTHS
+from schemas.turn import MAX_TEXT_CHARS
 from streams.stack import Stack
 from tests.support.stacks import eventually, running_stack
 
@@ -180,6 +182,43 @@ async def test_retrieve_returns_every_tier_with_scored_mid_term_pages(
         return any(s["segment_id"] == hit and s["n_visit"] >= 1 for s in segments)
 
     await eventually(visited)
+
+
+async def test_a_question_naming_a_thousand_months_is_answered_and_its_month_still_ranks(
+    client: httpx.AsyncClient,
+) -> None:
+    """Hostile input at the HTTP entry of the date matcher (issue 15): a question as long as
+    a query may be, naming over a thousand month-years, gets its memory like any other."""
+    said = [
+        ("2024-02-10T10:00:00+00:00", "I baked, baked and baked bread all day"),
+        ("2024-03-12T10:00:00+00:00", "I baked a cake with my aunt for the party"),
+        ("2024-04-02T10:00:00+00:00", "My violin lessons start next week"),
+        ("2024-04-03T10:00:00+00:00", "The tax forms are due soon"),
+        ("2024-04-04T10:00:00+00:00", "Hiking boots need new laces"),
+    ]
+    for moment, text in said:
+        body = {"query": text, "response": "Nice.", "timestamp": moment}
+        ok(await client.post("/v1/users/hostile-baker/turns", json=body), 202)
+
+    async def stored() -> bool:
+        return len(all_pages(await memory(client, "hostile-baker"))) == len(said)
+
+    await eventually(stored)
+    question = "What did I bake in March 2024?"
+    named = " ".join(f"{month} {year}" for year in range(1900, 2024) for month in MONTHS)
+    hostile = f"{question} {named}"[:MAX_TEXT_CHARS]
+    assert hostile.count(" 19") > 1000
+    for query in (question, hostile):
+        found = ok(await client.post("/v1/users/hostile-baker/retrieve", json={"query": query}))
+        by_id = {p["page_id"]: p for p in found["short_term"] + found["mid_term"]}
+        assert by_id[found["context"][0]]["query"] == said[1][1], query[:40]
+    too_long = ok(
+        await client.post(
+            "/v1/users/hostile-baker/retrieve", json={"query": hostile + " March 2024"}
+        ),
+        422,
+    )
+    assert "query" in str(too_long)
 
 
 async def test_memory_document_has_every_tier(client: httpx.AsyncClient) -> None:

@@ -25,6 +25,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 
 from evaluation.fake_openai import FakeOpenAI
+from memory.dates import MONTHS
+from schemas.turn import MAX_TEXT_CHARS
 from service.mcp import build_server
 from streams.broker import free_port
 from streams.stack import Stack
@@ -212,6 +214,14 @@ async def test_service_errors_become_tool_errors(stack: Stack) -> None:
     async with Client(build_server(url_of(stack), API_KEY)) as client:
         empty = await client.call_tool("retrieve_memory", {"user_id": "anyone", "query": ""})
         assert "query" in error_text(empty)
+        # the date matcher's hostile input, as long as a query may be: answered, and one
+        # character more is refused with the field named
+        named = " ".join(f"{month} {year}" for year in range(1900, 2024) for month in MONTHS)
+        hostile = named[:MAX_TEXT_CHARS]
+        found = await client.call_tool("retrieve_memory", {"user_id": "anyone", "query": hostile})
+        assert structured(found)["short_term"] == []
+        longer = {"user_id": "anyone", "query": hostile + "x"}
+        assert "query" in error_text(await client.call_tool("retrieve_memory", longer))
         for bad in ("../../healthz", "has space", ""):
             refused = await client.call_tool("get_memory", {"user_id": bad})
             assert "user_id must be" in error_text(refused)
