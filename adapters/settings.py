@@ -166,6 +166,13 @@ class Settings(BaseSettings):
         description="embedder=minilm: ONNX Runtime (exported from the bundled model once, the "
         "same vectors, faster) or torch",
     )
+    minilm_threads: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="embedder=minilm on ONNX Runtime: threads one model call uses (0: one per "
+        "core)",
+    )
     model_cache_dir: Path | None = Field(
         None,
         description="where the MiniLM ONNX export is kept (empty: $XDG_CACHE_HOME/memoryos or "
@@ -176,6 +183,13 @@ class Settings(BaseSettings):
         ":memory:", min_length=1, description="store=qdrant: server URL, a path or :memory:"
     )
     qdrant_api_key: SecretStr | None = Field(None, description="store=qdrant: server API key")
+    edge_search_threads: int = Field(
+        1,
+        ge=0,
+        le=256,
+        description="store=edge: threads each collection's searches use (0: one per core, "
+        "Edge's default; 1 is faster for the few hundred points of one user)",
+    )
     data_dir: Path = Field(Path(".memoryos"), description="embedded data folder")
 
     # --- broker and pipeline ---

@@ -173,14 +173,20 @@ async def _concurrent_retrieves(
             await service.retrieve(user, query)
             latencies.append(time.perf_counter() - started)
 
+    # CPU time per retrieve tells two runs apart on a machine whose speed drifts: the loop
+    # thread's (this coroutine's thread: the service and the worker's stages) and the process's.
+    loop_cpu, process_cpu = time.thread_time(), time.process_time()
     started = time.perf_counter()
     await asyncio.gather(*(caller() for _ in range(callers)))
     elapsed = time.perf_counter() - started
+    loop_cpu, process_cpu = time.thread_time() - loop_cpu, time.process_time() - process_cpu
     return {
         "callers": callers,
         "calls": calls,
         "retrieves_per_s": round(calls / elapsed, 1) if elapsed > 0 else 0.0,
         **percentiles_ms(latencies),
+        "loop_cpu_ms_per_call": round(1000 * loop_cpu / calls, 2) if calls else 0.0,
+        "process_cpu_ms_per_call": round(1000 * process_cpu / calls, 2) if calls else 0.0,
     }
 
 

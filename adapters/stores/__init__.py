@@ -11,7 +11,7 @@ def build_store(settings: Settings) -> VectorStore:
     if settings.store == "edge":
         from adapters.stores.edge import EdgeStore
 
-        return EdgeStore(settings.data_dir / "qdrant")
+        return EdgeStore(settings.data_dir / "qdrant", search_threads=settings.edge_search_threads)
     from adapters.stores.qdrant import QdrantStore
 
     return QdrantStore(settings.qdrant_url, api_key=settings.qdrant_key)

@@ -71,8 +71,11 @@ NO_HNSW_KB = 1 << 40  # an indexing threshold no shard reaches: vacuums never bu
 class EdgeStore:
     name = "edge"
 
-    def __init__(self, path: Path | str, *, flush_interval_s: float = 5.0) -> None:
+    def __init__(
+        self, path: Path | str, *, flush_interval_s: float = 5.0, search_threads: int = 1
+    ) -> None:
         self._root = Path(path)
+        self._search_threads = search_threads
         self._flush_interval_s = flush_interval_s
         self._specs: dict[str, CollectionSpec] = {}
         self._shards: dict[str, qe.EdgeShard] = {}
@@ -95,7 +98,7 @@ class EdgeStore:
         shards: dict[str, qe.EdgeShard] = {}
         try:
             for spec in specs.values():
-                shards[spec.name] = _open_shard(self._root / spec.name, spec)
+                shards[spec.name] = _open_shard(self._root / spec.name, spec, self._search_threads)
         except BaseException:
             _flush_and_close(shards)
             _unlock(self._lock_fd)
@@ -298,13 +301,14 @@ async def _call(in_thread: bool, function: Callable[..., T], *args: Any) -> T:
     return function(*args)
 
 
-def _open_shard(path: Path, spec: CollectionSpec) -> qe.EdgeShard:
+def _open_shard(path: Path, spec: CollectionSpec, search_threads: int) -> qe.EdgeShard:
     config = qe.EdgeConfig(
         vectors={DENSE: qe.EdgeVectorParams(size=spec.dim, distance=qe.Distance.Cosine)},
         sparse_vectors=(
             {LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if spec.lexical else None
         ),
         optimizers=qe.EdgeOptimizersConfig(indexing_threshold=NO_HNSW_KB),
+        max_search_threads=search_threads or None,
     )
     try:
         if (path / "edge_config.json").exists():
