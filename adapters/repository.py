@@ -46,6 +46,8 @@ PAIRING_DOC = "pairing"  # written by the pairing stage only: messages waiting f
 # Assistant profiles belong to no user: kept under a key no user id can take (ids start with
 # a letter or digit), so no user's DELETE removes them.
 ASSISTANTS = "@assistants"
+SYSTEM = "@memoryos"  # the store's own documents, under a key no user id can take either
+EMBEDDER_DOC = "embedder"  # which embedder made the store's vectors
 POOL_FIELDS = ("page_id", "seq", "timestamp", "segment_id")  # what a page ranking reads
 FACT_COLLECTIONS = {FactKind.USER: USER_KNOWLEDGE, FactKind.AGENT: AGENT_TRAITS}
 
@@ -280,6 +282,15 @@ class MemoryRepository:
 
     async def save_profile(self, user_id: str, profile: Mapping[str, Any]) -> None:
         await self.save_doc(user_id, PROFILE_DOC, profile)
+
+    async def claim_embedder(self, name: str) -> str:
+        """The embedder that made this store's vectors: ``name`` if the store names none yet
+        (it does from now on), else the one it names."""
+        stored = await self.load_doc(SYSTEM, EMBEDDER_DOC)
+        if stored is None:
+            await self.save_doc(SYSTEM, EMBEDDER_DOC, {"name": name})
+            return name
+        return str(stored.get("name"))
 
     async def load_assistant_profile(self, assistant_id: str | None) -> dict[str, Any]:
         return await self.load_doc(ASSISTANTS, f"profile:{assistant_of(assistant_id)}") or {}

@@ -16,6 +16,7 @@ from adapters.ports import Clock, SystemClock
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
 from adapters.stores import build_store
+from schemas.errors import ConfigError
 
 
 async def build_deps(
@@ -25,16 +26,34 @@ async def build_deps(
     embedder = InstrumentedEmbedder(build_embedder(settings), metrics)
     store = InstrumentedStore(build_store(settings), metrics)
     await store.ensure_collections(embedder.dim)
+    repo = MemoryRepository(store)
+    try:
+        await check_embedder(repo, embedder.name)
+    except ConfigError:
+        await store.close()  # its folder's lock goes with it
+        raise
     llm = build_llm(settings, embedder, on_tokens=token_recorder(metrics))
     return Deps(
         settings=settings,
         llm=InstrumentedLLM(llm, metrics),
         embedder=embedder,
         store=store,
-        repo=MemoryRepository(store),
+        repo=repo,
         clock=clock or SystemClock(),
         metrics=metrics,
     )
+
+
+async def check_embedder(repo: MemoryRepository, name: str) -> None:
+    """Refuse a store whose vectors another embedder made: of the same size they would be
+    searched without an error, and found by chance (MiniLM's fp32 and int8 vectors differ)."""
+    stored = await repo.claim_embedder(name)
+    if stored != name:
+        raise ConfigError(
+            f"the store's vectors were made by the embedder {stored!r}, not by {name!r} as "
+            "configured: set MEMORYOS_EMBEDDER (and MEMORYOS_MINILM_PRECISION) back, or point "
+            "MEMORYOS_DATA_DIR (MEMORYOS_QDRANT_URL) at another store and ingest the turns again"
+        )
 
 
 async def close_deps(deps: Deps) -> None:

@@ -39,6 +39,9 @@ class MiniLMEmbedder:
         self._batch_size = settings.embedding_batch_size
         self._runtime = settings.minilm_runtime
         self._threads = settings.minilm_threads
+        self._precision = settings.minilm_precision
+        if self._precision != "fp32":  # other vectors: a store remembers which embedder made its
+            self.name = f"{MiniLMEmbedder.name}:{self._precision}"
         self._cache_dir = settings.model_cache_path
         self._cache_size = cache_size
         # touched only on the event loop thread, so it needs no lock
@@ -106,7 +109,9 @@ class MiniLMEmbedder:
         """The model, loaded once (called with the model lock held)."""
         if self._model is None:
             try:
-                self._model = load_model(self._runtime, self._cache_dir, threads=self._threads)
+                self._model = load_model(
+                    self._runtime, self._cache_dir, threads=self._threads, precision=self._precision
+                )
             except EmbedderError:
                 raise
             except Exception as exc:

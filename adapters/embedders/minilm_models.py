@@ -84,7 +84,7 @@ class TorchModel:
 
 
 class OnnxModel:
-    def __init__(self, graph: Path, threads: int) -> None:
+    def __init__(self, graph: Path, threads: int, chunk: int = CHUNK) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -98,6 +98,7 @@ class OnnxModel:
         self.tokenizer = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()  # each chunk is padded to its own longest text
+        self.chunk = chunk
 
     def encode(self, batch: list[str]) -> Matrix:
         """Texts of similar length run together (as sentence-transformers sorts them): one
@@ -105,8 +106,8 @@ class OnnxModel:
         encoded = self.tokenizer.encode_batch(batch)
         order = sorted(range(len(batch)), key=lambda i: len(encoded[i].ids))
         rows = np.empty((len(batch), 384), dtype=np.float32)
-        for start in range(0, len(order), CHUNK):
-            part = order[start : start + CHUNK]
+        for start in range(0, len(order), self.chunk):
+            part = order[start : start + self.chunk]
             rows[part] = self._run([encoded[i] for i in part])
         return rows
 
@@ -130,13 +131,20 @@ class OnnxModel:
         return result
 
 
-def load_model(runtime: str, cache_dir: Path, threads: int) -> SentenceModel:
+def load_model(
+    runtime: str, cache_dir: Path, threads: int, precision: str = "fp32"
+) -> SentenceModel:
     """The model for ``runtime``. For "onnx": the cached graph if it still gives the vectors
     torch gave when it was exported; otherwise it is exported again. If the ONNX path fails
     (a cache folder that cannot be written, an export error), torch serves instead, with a
-    warning that names the settings: the vectors are the same, only slower."""
+    warning that names the settings: the vectors are the same, only slower. The int8 graph
+    has no such fallback: torch would give other vectors than the store holds."""
     if runtime == "torch":
         return TorchModel()
+    if precision == "int8":
+        from adapters.embedders.minilm_int8 import int8_model
+
+        return int8_model(cache_dir, threads)
     try:
         return _onnx_model(cache_dir, threads)
     except Exception as exc:  # whatever broke the ONNX path, torch gives the same vectors
@@ -170,14 +178,14 @@ def _onnx_model(cache_dir: Path, threads: int) -> OnnxModel:
     return model
 
 
-def _cached(graph: Path, threads: int, quiet: bool) -> OnnxModel | None:
+def _cached(graph: Path, threads: int, quiet: bool, chunk: int = CHUNK) -> OnnxModel | None:
     """The cached graph, or None if it is missing, unreadable or no longer gives the vectors
     saved beside it at export (a truncated or foreign file is re-exported, not trusted)."""
     probes = _probes_path(graph)
     if not (graph.exists() and probes.exists()):
         return None
     try:
-        model = OnnxModel(graph, threads)
+        model = OnnxModel(graph, threads, chunk)
         want = np.load(probes)
         got = model.encode(PROBES)
         if want.shape != got.shape or np.abs(got - want).max() > TOLERANCE:
@@ -322,9 +330,15 @@ def main() -> None:
     from adapters.settings import load_settings
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    folder = load_settings().model_cache_path
-    _onnx_model(folder, threads=1)  # no fallback here: a build must fail, not ship without it
-    print(f"MiniLM ONNX graph ready in {folder}")
+    settings = load_settings()
+    folder = settings.model_cache_path
+    # no fallback here: a build must fail, not ship without it
+    _onnx_model(folder, threads=1)
+    if settings.minilm_precision == "int8":
+        from adapters.embedders.minilm_int8 import int8_model
+
+        int8_model(folder, threads=1)
+    print(f"MiniLM ONNX graph ({settings.minilm_precision}) ready in {folder}")
 
 
 if __name__ == "__main__":

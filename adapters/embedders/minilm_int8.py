@@ -1,0 +1,104 @@
+"""all-MiniLM-L6-v2 with int8 weights (``MEMORYOS_MINILM_PRECISION=int8``).
+
+ONNX Runtime's dynamic quantization of the exported fp32 graph: the weights of its matrix
+products become int8, and each activation is quantized at run time with a scale taken from
+the whole tensor. That scale spans every text of a model call, so a text run in a batch would
+get another vector than the same text alone (cosine down to 0.988 seen on LoCoMo questions).
+The int8 model therefore runs one text per call: a text's vector never depends on what else
+was embedded with it, and one text per call was also the cheaper way on this CPU (LoCoMo
+turns, one thread: 5.5 ms of CPU per turn one at a time against 6.7 in chunks of 8; fp32 in
+chunks of 8, 15.4).
+
+The graph is made once from the fp32 graph and kept beside it, with its own probe vectors for
+the check at each load, exactly as the fp32 export is (``minilm_models``). A quantization is
+kept only if every probe's vector stays within ``MIN_COSINE`` of the fp32 one.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from adapters.embedders.minilm_models import (
+    PROBES,
+    OnnxModel,
+    _cached,
+    _exclusive,
+    _fresh_files,
+    _onnx_model,
+    _probes_path,
+    _write,
+    graph_path,
+)
+from schemas.errors import EmbedderError
+
+log = logging.getLogger(__name__)
+
+ONE_TEXT = 1  # texts per model call: see the module's docstring
+MIN_COSINE = 0.8  # each probe's cosine to its fp32 vector, at the least (seen: 0.87 for "ok", 0.97)
+
+
+def int8_graph_path(cache_dir: Path) -> Path:
+    fp32 = graph_path(cache_dir)
+    return fp32.with_name(fp32.name.removesuffix(".onnx") + "-int8.onnx")
+
+
+def int8_model(cache_dir: Path, threads: int) -> OnnxModel:
+    """The cached int8 graph, made from the fp32 graph (exported first if need be) when it is
+    missing or no longer gives the vectors saved beside it."""
+    graph = int8_graph_path(cache_dir)
+    model = _cached(graph, threads, quiet=True, chunk=ONE_TEXT)
+    if model is not None:
+        return model
+    fp32 = _onnx_model(cache_dir, threads)
+    with _exclusive(cache_dir):  # one process quantizes, the others wait and reuse it
+        model = _cached(graph, threads, quiet=False, chunk=ONE_TEXT)
+        if model is None:
+            for stale in cache_dir.glob(f"{graph.name}.*.partial"):
+                stale.unlink(missing_ok=True)
+            quantize(graph_path(cache_dir), graph, fp32)
+            model = OnnxModel(graph, threads, ONE_TEXT)
+    return model
+
+
+def quantize(source: Path, graph: Path, reference: OnnxModel) -> None:
+    """Write the int8 quantization of ``source`` to ``graph``, refusing one whose vectors
+    stray from ``reference``'s; its own vectors of the probe texts are saved beside it."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    log.info("quantizing all-MiniLM-L6-v2 to int8 at %s (once)", graph)
+    # Written through our own descriptors, as the fp32 export is; ONNX Runtime writes by
+    # name, so it writes into a private folder of ours first.
+    (graph_fd, partial), (probes_fd, probes) = _fresh_files(graph, [".partial", ".probes.partial"])
+    try:
+        with tempfile.TemporaryDirectory(dir=graph.parent) as private:
+            made = Path(private) / "int8.onnx"
+            quantize_dynamic(str(source), str(made), weight_type=QuantType.QInt8)
+            _write(graph_fd, made.read_bytes())
+        candidate = OnnxModel(partial, threads=1, chunk=ONE_TEXT)
+        got = candidate.encode(PROBES)
+        cosine = (got * reference.encode(PROBES)).sum(axis=1)
+        if float(cosine.min()) < MIN_COSINE:
+            raise EmbedderError(
+                f"the int8 quantization of all-MiniLM-L6-v2 strays from fp32 (cosine "
+                f"{float(cosine.min()):.3f} on a probe text, allowed {MIN_COSINE})"
+            )
+        os.replace(partial, graph)
+        saved = io.BytesIO()
+        np.save(saved, got)
+        _write(probes_fd, saved.getvalue())
+        os.replace(probes, _probes_path(graph))  # last: a graph without it is not trusted
+    except (EmbedderError, OSError):
+        raise
+    except Exception as exc:
+        raise EmbedderError(f"could not quantize all-MiniLM-L6-v2 to int8 ({exc})") from exc
+    finally:
+        os.close(graph_fd)
+        os.close(probes_fd)
+        partial.unlink(missing_ok=True)
+        probes.unlink(missing_ok=True)

@@ -1,0 +1,97 @@
+"""MiniLM with int8 weights: near the fp32 vectors, the same vector for a text alone or in a
+batch, quantized once and then reused, never served by torch; and a store refuses the
+vectors of another embedder than the one that made it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adapters.embedders import minilm_int8
+from adapters.embedders.minilm import MiniLMEmbedder
+from adapters.embedders.minilm_int8 import MIN_COSINE, int8_graph_path
+from adapters.embedders.minilm_models import PROBES, OnnxModel, graph_path, load_model
+from adapters.settings import Settings
+from adapters.wiring import build_deps, close_deps
+from schemas.errors import ConfigError
+
+QUESTIONS = [
+    "What did Caroline paint after the art class in May?",
+    "When is my sister's birthday?",
+    "Which hotel did I book for the Lisbon trip, and for how many nights?",
+    "order 1234 arrived broken 😞 — can I get a refund?",
+    *PROBES,
+]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache of this module's own, with the fp32 graph of the user's cache when there is
+    one (`make install` exports it), so that only the quantization runs here."""
+    folder = tmp_path_factory.mktemp("models")
+    made = graph_path(Settings().model_cache_path)
+    for path in (made, made.with_name(made.name + ".probes.npy")):
+        if path.exists():
+            shutil.copy(path, folder / path.name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def int8(cache: Path) -> OnnxModel:
+    return load_model("onnx", cache, threads=1, precision="int8")
+
+
+def test_int8_vectors_stay_near_fp32(cache: Path, int8: OnnxModel) -> None:
+    fp32 = load_model("onnx", cache, threads=1)
+    cosine = (int8.encode(QUESTIONS) * fp32.encode(QUESTIONS)).sum(axis=1)
+    assert cosine.min() >= MIN_COSINE, cosine
+    assert cosine.min() < 0.9999, "the int8 graph is not the fp32 one"
+    assert int8_graph_path(cache).stat().st_size < graph_path(cache).stat().st_size / 3
+
+
+def test_a_texts_int8_vector_does_not_depend_on_its_batch(int8: OnnxModel) -> None:
+    together = int8.encode(QUESTIONS)
+    alone = np.vstack([int8.encode([text]) for text in QUESTIONS])
+    assert np.array_equal(together, alone)
+
+
+def test_the_int8_graph_is_made_once_then_reused(
+    cache: Path, int8: OnnxModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_: object) -> None:
+        raise AssertionError("quantized again")
+
+    monkeypatch.setattr(minilm_int8, "quantize", refuse)
+    again = load_model("onnx", cache, threads=1, precision="int8")
+    assert np.array_equal(again.encode(QUESTIONS), int8.encode(QUESTIONS))
+
+
+def test_a_damaged_int8_graph_is_quantized_again(tmp_path: Path, cache: Path) -> None:
+    for path in cache.glob("*.onnx*"):
+        shutil.copy(path, tmp_path / path.name)
+    damaged = int8_graph_path(tmp_path)
+    damaged.write_bytes(damaged.read_bytes()[:1000])
+    model = load_model("onnx", tmp_path, threads=1, precision="int8")
+    assert model.encode(["ok"]).shape == (1, 384)
+    assert damaged.stat().st_size > 1000
+
+
+def test_int8_needs_onnx_runtime() -> None:
+    with pytest.raises(ValueError, match="MEMORYOS_MINILM_PRECISION=int8 needs"):
+        Settings(minilm_precision="int8", minilm_runtime="torch")
+    assert MiniLMEmbedder(Settings(minilm_precision="int8")).name.endswith(":int8")
+    assert MiniLMEmbedder(Settings()).name == "minilm:all-MiniLM-L6-v2"
+
+
+@pytest.mark.asyncio
+async def test_a_store_refuses_another_embedders_vectors(tmp_path: Path, cache: Path) -> None:
+    fp32 = Settings(data_dir=tmp_path, model_cache_dir=cache)
+    deps = await build_deps(fp32)  # a new store: it now names MiniLM fp32
+    await close_deps(deps)
+    with pytest.raises(ConfigError, match=r"'minilm:all-MiniLM-L6-v2'.*MEMORYOS_MINILM_PRECISION"):
+        await build_deps(fp32.model_copy(update={"minilm_precision": "int8"}))
+    deps = await build_deps(fp32)  # the refusal let the folder go; the same embedder opens it
+    await close_deps(deps)
