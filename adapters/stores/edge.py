@@ -48,13 +48,13 @@ from adapters.stores.common import (
     check_points,
     check_search,
     collection_specs,
+    dense_of,
     in_order,
     match_pairs,
     prefetch_limit,
     sparse_parts,
     spec_of,
     store_errors,
-    to_hit,
     to_point,
 )
 from schemas.errors import StoreError
@@ -193,19 +193,20 @@ class EdgeStore:
         if limit <= 0:
             return []
         flt = _filter(user_id, where)
-        dense_query = qe.Query.Nearest(list(map(float, vector)), using=DENSE)
         prefetches: list[qe.Prefetch] | None = None
-        query: Any = dense_query
+        query: Any
         if sparse:
             lexical_query = qe.Query.Nearest(qe.SparseVector(*sparse_parts(sparse)), using=LEXICAL)
             query = lexical_query
-            if not lexical_only:
+            if not lexical_only:  # the dense query is built only when it is searched
                 depth = prefetch_limit(limit)
                 prefetches = [
-                    qe.Prefetch(limit=depth, query=dense_query, filter=flt),
+                    qe.Prefetch(limit=depth, query=_dense_query(vector), filter=flt),
                     qe.Prefetch(limit=depth, query=lexical_query, filter=flt),
                 ]
                 query = qe.Fusion.Rrf(k=RRF_K)
+        else:
+            query = _dense_query(vector)
         request = qe.QueryRequest(
             limit=limit,
             query=query,
@@ -216,7 +217,11 @@ class EdgeStore:
         )
         with store_errors(self.name, f"search in {collection}"):
             scored = self._shards[collection].query(request)
-        return [to_hit(point.id, point.score, point.payload, point.vector) for point in scored]
+        # Edge hands out a fresh payload dict at each access: kept as it is, not copied
+        return [
+            Hit(str(point.id), point.score, point.payload or {}, _dense_or_none(point.vector))
+            for point in scored
+        ]
 
     async def retrieve(
         self, collection: str, ids: Sequence[str], with_vectors: bool = False
@@ -390,6 +395,14 @@ def _filter(user_id: str | None, where: Filter | None) -> qe.Filter:
             for key, value in match_pairs(user_id, where)
         ]
     )
+
+
+def _dense_query(vector: Sequence[float]) -> qe.Query:
+    return qe.Query.Nearest(list(map(float, vector)), using=DENSE)
+
+
+def _dense_or_none(vector: object) -> list[float] | None:
+    return None if vector is None else dense_of(vector)
 
 
 def _payload_selector(fields: Sequence[str] | None) -> Any:
