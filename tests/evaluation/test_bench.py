@@ -186,7 +186,8 @@ async def test_embedder_speed_prints_its_rates(
     assert turns[0] == "utterance 0 about boats utterance 1 about boats"
     await embedder_speed.main(path)
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert row["runtime"] == "onnx" and row["precision"] == "fp32"
+    assert row["runtime"] == "onnx"
+    assert row["precision"] == "fp32"
     assert row["turns_in_batches_of_64_per_s"] > 0
     assert row["turns_in_batches_of_64_cpu_ms_per_text"] > 0
     assert row["rss_mb"] > 0
