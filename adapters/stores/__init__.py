@@ -11,7 +11,11 @@ def build_store(settings: Settings) -> VectorStore:
     if settings.store == "edge":
         from adapters.stores.edge import EdgeStore
 
-        return EdgeStore(settings.data_dir / "qdrant", search_threads=settings.edge_search_threads)
+        return EdgeStore(
+            settings.data_dir / "qdrant",
+            search_threads=settings.edge_search_threads,
+            field_cache_points=settings.edge_field_cache_points,
+        )
     from adapters.stores.qdrant import QdrantStore
 
     return QdrantStore(settings.qdrant_url, api_key=settings.qdrant_key)

@@ -57,6 +57,7 @@ from adapters.stores.common import (
     store_errors,
     to_point,
 )
+from adapters.stores.field_cache import FieldCache
 from schemas.errors import StoreError
 
 T = TypeVar("T")
@@ -65,6 +66,7 @@ T = TypeVar("T")
 # points/s on two cores means 16 points stay well under a millisecond.
 _INLINE_POINTS = 16
 _LOCK_FILE = ".lock"
+FIELD_CACHE_POINTS = 32_768  # the settings' default (MEMORYOS_EDGE_FIELD_CACHE_POINTS)
 NO_HNSW_KB = 1 << 40  # an indexing threshold no shard reaches: vacuums never build HNSW
 
 
@@ -72,10 +74,16 @@ class EdgeStore:
     name = "edge"
 
     def __init__(
-        self, path: Path | str, *, flush_interval_s: float = 5.0, search_threads: int = 1
+        self,
+        path: Path | str,
+        *,
+        flush_interval_s: float = 5.0,
+        search_threads: int = 1,
+        field_cache_points: int = FIELD_CACHE_POINTS,
     ) -> None:
         self._root = Path(path)
         self._search_threads = search_threads
+        self._fields = FieldCache(field_cache_points)
         self._flush_interval_s = flush_interval_s
         self._specs: dict[str, CollectionSpec] = {}
         self._shards: dict[str, qe.EdgeShard] = {}
@@ -108,6 +116,7 @@ class EdgeStore:
         self._last_flush = time.monotonic()
 
     async def close(self) -> None:
+        self._fields.clear()
         shards, self._shards, self._specs = self._shards, {}, {}
         try:
             if shards:
@@ -147,20 +156,22 @@ class EdgeStore:
             return
         check_points(spec, points)
         operation = qe.UpdateOperation.upsert_points([_to_edge(point) for point in points])
-        await self._update(collection, operation, len(points), "upsert")
+        await self._update(collection, operation, check_ids([p.id for p in points]), "upsert")
 
     async def delete(self, collection: str, ids: Sequence[str]) -> None:
         spec_of(self._specs, collection)
         if not ids:
             return
-        operation = qe.UpdateOperation.delete_points(list(check_ids(ids)))
-        await self._update(collection, operation, len(ids), "delete")
+        wanted = check_ids(ids)
+        operation = qe.UpdateOperation.delete_points(list[Any](wanted))
+        await self._update(collection, operation, wanted, "delete")
 
     async def delete_user(self, collection: str, user_id: str) -> int:
         spec_of(self._specs, collection)
         user_filter = _filter(user_id, None)
         shard = self._shards[collection]
         # no await between count and delete: no other coroutine can write in between
+        self._fields.forget_collection(collection)  # rare: not worth knowing whose they were
         with store_errors(self.name, f"delete_user on {collection}"):
             count = shard.count(qe.CountRequest(exact=True, filter=user_filter))
             if count:
@@ -207,20 +218,44 @@ class EdgeStore:
                 query = qe.Fusion.Rrf(k=RRF_K)
         else:
             query = _dense_query(vector)
+        # a few fields: read from the field cache (when it has room)
+        cached = tuple(fields) if fields and self._fields.max_points > 0 else ()
         request = qe.QueryRequest(
             limit=limit,
             query=query,
             prefetches=prefetches,
             filter=flt,
-            with_payload=_payload_selector(fields),
+            with_payload=False if cached else _payload_selector(fields),
             with_vector=[DENSE] if with_vectors else False,
         )
         with store_errors(self.name, f"search in {collection}"):
             scored = self._shards[collection].query(request)
+            if cached:
+                return self._with_fields(collection, cached, scored)
         # Edge hands out a fresh payload dict at each access: kept as it is, not copied
         return [
             Hit(str(point.id), point.score, point.payload or {}, _dense_or_none(point.vector))
             for point in scored
+        ]
+
+    def _with_fields(
+        self, collection: str, fields: tuple[str, ...], scored: list[qe.ScoredPoint]
+    ) -> list[Hit]:
+        """Hits of ``scored`` (read without their payload) with ``fields`` of each, from the
+        field cache or, for the points it lacks, read in one call and kept."""
+        ids = [str(point.id) for point in scored]
+        found = self._fields.get(collection, fields, ids)
+        missing = [point_id for point_id in ids if point_id not in found]
+        if missing:
+            selector = qe.PayloadSelector.Include(list(fields))
+            records = self._shards[collection].retrieve(list[Any](missing), selector, False)
+            read = {str(record.id): record.payload or {} for record in records}
+            self._fields.put(collection, fields, read)
+            found.update(read)
+        return [
+            # a copy: a caller's change must not reach the cache
+            Hit(point_id, point.score, dict(found.get(point_id, {})), _dense_or_none(point.vector))
+            for point_id, point in zip(ids, scored, strict=True)
         ]
 
     async def retrieve(
@@ -286,11 +321,17 @@ class EdgeStore:
     # --- internals ---
 
     async def _update(
-        self, collection: str, operation: qe.UpdateOperation, size: int, action: str
+        self, collection: str, operation: qe.UpdateOperation, ids: list[str], action: str
     ) -> None:
         shard = self._shards[collection]
-        with store_errors(self.name, f"{action} in {collection}"):
-            await _call(size > _INLINE_POINTS, shard.update, operation)
+        # Forgotten before and after: a search while the update runs in a thread may cache
+        # the fields as they were.
+        self._fields.forget(collection, ids)
+        try:
+            with store_errors(self.name, f"{action} in {collection}"):
+                await _call(len(ids) > _INLINE_POINTS, shard.update, operation)
+        finally:
+            self._fields.forget(collection, ids)
         await self._mark_dirty(collection)
 
     async def _mark_dirty(self, collection: str) -> None:

@@ -62,7 +62,10 @@ async def test_one_search_thread_answers_as_edges_default(tmp_path: Path) -> Non
 
 
 def test_the_setting_reaches_the_store(tmp_path: Path) -> None:
-    store = build_store(Settings(data_dir=tmp_path, edge_search_threads=3))
+    store = build_store(
+        Settings(data_dir=tmp_path, edge_search_threads=3, edge_field_cache_points=7)
+    )
     assert isinstance(store, EdgeStore)
     assert store._search_threads == 3
+    assert store._fields.max_points == 7
     assert Settings().edge_search_threads == 1
