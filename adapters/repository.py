@@ -289,7 +289,9 @@ class MemoryRepository:
         stored = await self.load_doc(SYSTEM, EMBEDDER_DOC)
         if stored is None:
             await self.save_doc(SYSTEM, EMBEDDER_DOC, {"name": name})
-            return name
+            # read back: of two first starts with different embedders, the one whose write
+            # did not stay learns it here (a store has no compare-and-set to close it fully)
+            stored = await self.load_doc(SYSTEM, EMBEDDER_DOC) or {"name": name}
         return str(stored.get("name"))
 
     async def load_assistant_profile(self, assistant_id: str | None) -> dict[str, Any]:

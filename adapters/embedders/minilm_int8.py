@@ -40,6 +40,11 @@ from schemas.errors import EmbedderError
 log = logging.getLogger(__name__)
 
 ONE_TEXT = 1  # texts per model call: see the module's docstring
+# The check at each load compares with the probe vectors saved when the graph was made by
+# cosine, not coordinate by coordinate as for fp32: int8 kernels may round otherwise on
+# another CPU (an image built on one host runs on others), while a damaged or foreign graph
+# falls far below this.
+SAME_GRAPH_COSINE = 0.99
 MIN_COSINE = 0.8  # each probe's cosine to its fp32 vector, at the least (seen: 0.87 for "ok", 0.97)
 
 
@@ -52,12 +57,12 @@ def int8_model(cache_dir: Path, threads: int) -> OnnxModel:
     """The cached int8 graph, made from the fp32 graph (exported first if need be) when it is
     missing or no longer gives the vectors saved beside it."""
     graph = int8_graph_path(cache_dir)
-    model = _cached(graph, threads, quiet=True, chunk=ONE_TEXT)
+    model = _cached(graph, threads, quiet=True, chunk=ONE_TEXT, min_cosine=SAME_GRAPH_COSINE)
     if model is not None:
         return model
     fp32 = _onnx_model(cache_dir, threads)
     with _exclusive(cache_dir):  # one process quantizes, the others wait and reuse it
-        model = _cached(graph, threads, quiet=False, chunk=ONE_TEXT)
+        model = _cached(graph, threads, quiet=False, chunk=ONE_TEXT, min_cosine=SAME_GRAPH_COSINE)
         if model is None:
             for stale in cache_dir.glob(f"{graph.name}.*.partial"):
                 stale.unlink(missing_ok=True)
@@ -72,13 +77,15 @@ def quantize(source: Path, graph: Path, reference: OnnxModel) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     log.info("quantizing all-MiniLM-L6-v2 to int8 at %s (once)", graph)
-    # Written through our own descriptors, as the fp32 export is; ONNX Runtime writes by
-    # name, so it writes into a private folder of ours first.
+    # Written through our own descriptors, as the fp32 export is. ONNX Runtime writes by
+    # name, and beside its input too (a shape-inferred copy), so it works on a copy in a
+    # private folder outside the cache: nothing planted in the cache is written through.
     (graph_fd, partial), (probes_fd, probes) = _fresh_files(graph, [".partial", ".probes.partial"])
     try:
-        with tempfile.TemporaryDirectory(dir=graph.parent) as private:
-            made = Path(private) / "int8.onnx"
-            quantize_dynamic(str(source), str(made), weight_type=QuantType.QInt8)
+        with tempfile.TemporaryDirectory(prefix="memoryos-int8-") as private:
+            copy, made = Path(private) / "fp32.onnx", Path(private) / "int8.onnx"
+            copy.write_bytes(source.read_bytes())
+            quantize_dynamic(str(copy), str(made), weight_type=QuantType.QInt8)
             _write(graph_fd, made.read_bytes())
         candidate = OnnxModel(partial, threads=1, chunk=ONE_TEXT)
         got = candidate.encode(PROBES)

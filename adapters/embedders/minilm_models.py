@@ -178,9 +178,12 @@ def _onnx_model(cache_dir: Path, threads: int) -> OnnxModel:
     return model
 
 
-def _cached(graph: Path, threads: int, quiet: bool, chunk: int = CHUNK) -> OnnxModel | None:
+def _cached(
+    graph: Path, threads: int, quiet: bool, chunk: int = CHUNK, min_cosine: float | None = None
+) -> OnnxModel | None:
     """The cached graph, or None if it is missing, unreadable or no longer gives the vectors
-    saved beside it at export (a truncated or foreign file is re-exported, not trusted)."""
+    saved beside it at export (a truncated or foreign file is re-exported, not trusted): within
+    ``TOLERANCE`` in every coordinate, or each within ``min_cosine`` when given."""
     probes = _probes_path(graph)
     if not (graph.exists() and probes.exists()):
         return None
@@ -188,7 +191,11 @@ def _cached(graph: Path, threads: int, quiet: bool, chunk: int = CHUNK) -> OnnxM
         model = OnnxModel(graph, threads, chunk)
         want = np.load(probes)
         got = model.encode(PROBES)
-        if want.shape != got.shape or np.abs(got - want).max() > TOLERANCE:
+        if want.shape != got.shape:
+            raise EmbedderError("its vectors differ from those saved at export")
+        if min_cosine is None and np.abs(got - want).max() > TOLERANCE:
+            raise EmbedderError("its vectors differ from those saved at export")
+        if min_cosine is not None and float((got * want).sum(axis=1).min()) < min_cosine:
             raise EmbedderError("its vectors differ from those saved at export")
     except Exception as exc:
         if not quiet:

@@ -354,7 +354,8 @@ def _open_shard(path: Path, spec: CollectionSpec, search_threads: int) -> qe.Edg
             {LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if spec.lexical else None
         ),
         optimizers=qe.EdgeOptimizersConfig(indexing_threshold=NO_HNSW_KB),
-        max_search_threads=search_threads or None,
+        # 0 names the count itself: None would keep the count an earlier start saved
+        max_search_threads=search_threads or os.cpu_count() or 1,
     )
     try:
         if (path / "edge_config.json").exists():

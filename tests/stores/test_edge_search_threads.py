@@ -3,6 +3,8 @@ default) answers exactly as with Edge's own default (a thread per core)."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,6 @@ from adapters.settings import Settings
 from adapters.stores import build_store
 from adapters.stores.edge import EdgeStore
 
-pytestmark = pytest.mark.asyncio
 DIM = 16
 
 
@@ -47,6 +48,7 @@ async def answers(store: EdgeStore, rng: np.random.Generator) -> list[list[tuple
     return found
 
 
+@pytest.mark.asyncio
 async def test_one_search_thread_answers_as_edges_default(tmp_path: Path) -> None:
     results = []
     for threads in (1, 0):
@@ -69,3 +71,15 @@ def test_the_setting_reaches_the_store(tmp_path: Path) -> None:
     assert store._search_threads == 3
     assert store._fields.max_points == 7
     assert Settings().edge_search_threads == 1
+
+
+@pytest.mark.asyncio
+async def test_each_start_uses_the_threads_it_is_given(tmp_path: Path) -> None:
+    """Edge keeps what a start saved unless told otherwise: 0 must still mean a thread per
+    core after a start with 1, not the 1 saved then."""
+    for threads, expected in ((1, 1), (0, os.cpu_count()), (3, 3), (0, os.cpu_count())):
+        store = EdgeStore(tmp_path, search_threads=threads)
+        await store.ensure_collections(DIM)
+        await store.close()
+        saved = json.loads((tmp_path / PAGES / "edge_config.json").read_text())
+        assert saved["max_search_threads"] == expected, threads

@@ -95,3 +95,43 @@ async def test_a_store_refuses_another_embedders_vectors(tmp_path: Path, cache: 
         await build_deps(fp32.model_copy(update={"minilm_precision": "int8"}))
     deps = await build_deps(fp32)  # the refusal let the folder go; the same embedder opens it
     await close_deps(deps)
+
+
+def test_a_link_planted_where_onnx_runtime_writes_is_never_written_through(
+    tmp_path: Path, cache: Path
+) -> None:
+    """ONNX Runtime writes a shape-inferred copy beside the graph it quantizes, by name: the
+    quantization works on a private copy, so a link planted in the cache stays untouched."""
+    folder, victim = tmp_path / "cache", tmp_path / "victim.txt"
+    folder.mkdir()
+    victim.write_text("precious")
+    fp32 = graph_path(cache)
+    for path in (fp32, fp32.with_name(fp32.name + ".probes.npy")):
+        shutil.copy(path, folder / path.name)
+    planted = folder / f"{fp32.stem}-inferred{fp32.suffix}"
+    planted.symlink_to(victim)
+    load_model("onnx", folder, threads=1, precision="int8")
+    assert victim.read_text() == "precious"
+    assert planted.is_symlink()
+    int8 = int8_graph_path(folder).name
+    expected = [fp32.name, f"{fp32.name}.probes.npy", planted.name, int8, f"{int8}.probes.npy"]
+    left = [p.name for p in folder.iterdir() if not p.name.startswith(".")]
+    assert sorted(left) == sorted(expected), "nothing else left in the cache"
+
+
+def test_the_load_check_takes_int8_rounding_but_not_another_graph(
+    tmp_path: Path, cache: Path, int8: OnnxModel
+) -> None:
+    for path in cache.glob("*.onnx*"):
+        shutil.copy(path, tmp_path / path.name)
+    probes = int8_graph_path(tmp_path).with_name(int8_graph_path(tmp_path).name + ".probes.npy")
+    saved = np.load(probes)
+    rounded = saved + np.float32(2e-3) * np.sign(saved)  # another CPU's kernels, say
+    np.save(probes, rounded / np.linalg.norm(rounded, axis=1, keepdims=True))
+    assert minilm_int8._cached(
+        int8_graph_path(tmp_path), 1, True, minilm_int8.ONE_TEXT, minilm_int8.SAME_GRAPH_COSINE
+    ), "rounding a little otherwise is the same graph"
+    np.save(probes, load_model("onnx", tmp_path, threads=1).encode(PROBES))  # fp32's vectors
+    assert not minilm_int8._cached(
+        int8_graph_path(tmp_path), 1, True, minilm_int8.ONE_TEXT, minilm_int8.SAME_GRAPH_COSINE
+    ), "another graph's vectors are not taken"
