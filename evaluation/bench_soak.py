@@ -225,8 +225,33 @@ async def verify_histories(
             or counts["mid_term_pages"] > rest
             or (counts["mid_term_pages"] < rest and not full)
         ):
-            wrong.append(f"{user}: newest seq {newest}, {counts} for {turns} turns")
+            where = chain_shifts(ids, await deps.store.scroll(PAGES, user))
+            wrong.append(f"{user}: newest seq {newest}, {counts} for {turns} turns; {where}")
     return wrong
+
+
+def chain_shifts(ids: list[str], points: list[Any]) -> str:
+    """Where a user's chain numbering leaves the turn order: the ``n``-th turn sent should be
+    page seq ``n``. Each stored page whose seq is not its turn's position marks a turn lost
+    (seq lower) or linked twice (seq higher) before it; evicted pages leave gaps, so this
+    names the last page still in step and the first one out of step, with their tiers."""
+    position = {turn_id: n for n, turn_id in enumerate(ids, start=1)}
+    rows = sorted(
+        (position.get(str(p.payload.get("turn_id")), 0), int(p.payload.get("seq", 0)),
+         str(p.payload.get("tier")))
+        for p in points
+    )  # fmt: skip
+    unknown = sum(1 for n, _, _ in rows if n == 0)
+    in_step = [row for row in rows if row[0] and row[0] == row[1]]
+    off = [row for row in rows if row[0] and row[0] != row[1]]
+    if not off:
+        return f"chain in step over {len(rows)} stored pages ({unknown} of unknown turns)"
+    last = max((row for row in in_step if row[0] < off[0][0]), default=None)
+    return (
+        f"last in step: turn {last[0] if last else None} ({last[2] if last else '-'}); "
+        f"first out of step: turn {off[0][0]} as seq {off[0][1]} ({off[0][2]}); "
+        f"{len(off)} of {len(rows)} stored pages out of step, {unknown} of unknown turns"
+    )
 
 
 def summary(run: SoakRun) -> dict[str, Any]:

@@ -13,7 +13,8 @@ While the gate is closed the service keeps accepting turns:
   gets sent. The reconciler's start pass, run while the gate is closed, sends every journaled
   turn it reads, in the journal's order; then, still closed, the stack sends the turns
   journaled after that read (``Stack.catch_up_journal``), again and again until a read finds
-  none and no send was dropped while it ran, and only then opens the gate. So each turn is
+  none and no send was dropped while it ran, and opens the gate in that same step (no await
+  between the check and the opening: a batch acknowledged in between was lost). So each turn is
   sent once, after its user's earlier turns, and a turn a DELETE removed from the journal
   before a catch-up read is not sent at all (one read just before is sent ahead of the
   DELETE's marker, as any turn in flight, and purged by it). Leaving the late turns to a

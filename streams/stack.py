@@ -262,9 +262,9 @@ class Stack:
         assert self.gate is not None
         assert self.deps is not None
         rolls = self.deps.metrics.broker_rolls
-        self.gate.close()
         try:
             for attempt in itertools.count():
+                self.gate.close()  # each try: a catch-up may have opened it before a failure
                 try:
                     bound_s = self.settings.drain_timeout_s + ROLL_BOUND_S
                     await asyncio.wait_for(self._roll(), bound_s)
@@ -275,7 +275,7 @@ class Stack:
                     log.exception("a log roll failed (attempt %d); trying it again", attempt + 1)
                     await asyncio.sleep(min(ROLL_RETRY_MAX_S, 2.0**attempt))
         finally:
-            self.gate.open(self._send)
+            self.gate.open(self._send)  # already open once a catch-up finished; else cancelled
 
     async def _roll(self) -> None:
         assert self.broker is not None
@@ -296,10 +296,13 @@ class Stack:
         """Send the DELETE markers, turns and bus messages journaled after the reconciler's
         start pass read the journal (during a roll, with the gate closed) or past that read's
         limit (a backlog at start), oldest first, until a read finds none and no send was
-        dropped while it ran.
-        A roll opens the gate right after, with no await in between, so nothing is sent before
-        an earlier turn or message of its user; at start no client is served yet. Returns how
-        many were sent."""
+        dropped while it ran; then it opens the gate, in the same step as that last check.
+        Opening it anywhere later let a batch acknowledged in between be dropped by the closed
+        gate with no read to come: `recycle_broker` runs the roll under `asyncio.wait_for`,
+        a task of its own, so other tasks ran between this return and its `finally`, and a
+        soak lost each such batch's turns (their users' next turns were stored first, and the
+        reconciler took them for processed). So nothing is sent before an earlier turn or
+        message of its user; at start no client is served yet. Returns how many were sent."""
         assert self.gate is not None
         assert self.reconciler is not None
         assert self.deps is not None
@@ -333,6 +336,7 @@ class Stack:
                 await self._send_patiently(MESSAGES, user_key(entry.user_id), entry.value)
                 message_seq, sent = entry.seq, sent + 1
             if not (entries or messages or markers) and self.gate.dropped == dropped:
+                self.gate.open(self._send)  # no await since the check: nothing slips between
                 if sent:
                     log.info("sent %d more journaled turns past the reconciler's read", sent)
                 return sent

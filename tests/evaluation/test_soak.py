@@ -57,7 +57,16 @@ class StubRepo:
 async def check(window_from: int, newest: int, mid_term: int, segments: int) -> list[str]:
     ids = [t.turn_id for t in itertools.islice(user_turns("u", seed=7), 20)]
     window = [(ids[i], newest - (19 - i)) for i in range(window_from, 20)]
-    deps = SimpleNamespace(repo=StubRepo(window, mid_term, segments))
+    points = [
+        SimpleNamespace(payload={"turn_id": t, "seq": seq, "tier": "stm"}) for t, seq in window
+    ]
+
+    async def scroll(collection: str, user_id: str) -> list[Any]:
+        return points
+
+    deps = SimpleNamespace(
+        repo=StubRepo(window, mid_term, segments), store=SimpleNamespace(scroll=scroll)
+    )
     settings = Settings(stm_capacity=7, mtm_capacity=5)
     return await verify_histories(deps, {"u": 20}, settings, seed=7)  # type: ignore[arg-type]
 
@@ -70,6 +79,22 @@ async def test_the_history_check_tells_eviction_from_loss() -> None:
     assert await check(13, newest=19, mid_term=13, segments=4), "a turn never linked"
     assert await check(13, newest=21, mid_term=13, segments=4), "a turn linked twice"
     assert await check(12, newest=20, mid_term=12, segments=4), "the window is not the newest 7"
+
+
+def test_the_chain_shift_names_where_a_turn_was_lost() -> None:
+    ids = [f"t{n}" for n in range(1, 11)]
+    rows = [(1, "mtm"), (2, "mtm"), (5, "mtm"), (6, "mtm")] + [(n, "stm") for n in range(8, 11)]
+
+    def point(turn: int, seq: int, tier: str) -> Any:
+        return SimpleNamespace(payload={"turn_id": f"t{turn}", "seq": seq, "tier": tier})
+
+    # turn 6 never linked: the turns after it are numbered one lower
+    lost = [point(n, n if n < 6 else n - 1, tier) for n, tier in rows if n != 6]
+    found = bench_soak.chain_shifts(ids, lost)
+    assert "last in step: turn 5 (mtm)" in found
+    assert "first out of step: turn 8 as seq 7 (stm)" in found
+    assert "3 of 6 stored pages out of step" in found
+    assert "in step over 7" in bench_soak.chain_shifts(ids, [point(n, n, t) for n, t in rows])
 
 
 @pytest.mark.asyncio

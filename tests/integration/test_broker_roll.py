@@ -157,6 +157,43 @@ async def test_turns_acknowledged_after_the_start_pass_read_the_journal_are_sent
         assert short == expected[-STM:], "the STM window holds the newest turns, in order"
 
 
+@pytest.mark.slow
+async def test_turns_acknowledged_right_after_the_catch_up_are_sent_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window a 15-minute soak found (8 of 200 users lost one turn at one roll): a batch
+    acknowledged after the catch-up's last read of the journal, before the gate opened. Any
+    await there let its sends be dropped with no read to come; the roll's own `wait_for` was
+    one. Here the batch comes in just after the catch-up returns: it must go out at once."""
+    user, count = "roll-after-catch-up", 12
+    turns = make_turns(user, [(f"{user} plants row {i}", f"row {i} noted") for i in range(count)])
+    catch_up = Stack.catch_up_journal
+    rolling: list[Stack] = []  # set before the roll: the start-up catch-up is left alone
+    late: list[int] = []
+
+    async def then_a_batch(self: Stack) -> int:
+        sent = await catch_up(self)
+        if rolling and not late:
+            assert self.service is not None
+            late.append(len(await self.service.add_turns(turns[4:6])))
+        return sent
+
+    monkeypatch.setattr(Stack, "catch_up_journal", then_a_batch)
+    async with running_stack(tmp_path / "data") as stack:  # periodic passes 60 s apart
+        assert stack.service is not None
+        await stack.service.add_turns(turns[:4])
+        await eventually(lambda: _pages(stack, user, 4), 120, every_s=0.5)
+        rolling.append(stack)
+        await stack.recycle_broker()
+        assert late == [2], "the batch came in right after the catch-up"
+        await stack.service.add_turns(turns[6:])
+        memory = await eventually(lambda: _pages(stack, user, count), 90, every_s=1.0)
+        short, mid = memory_summary(memory)
+        expected = [t.turn_id for t in turns]
+        assert sorted(short + mid) == expected, "every acknowledged turn, exactly once"
+        assert short == expected[-STM:], "the STM window holds the newest turns, in order"
+
+
 async def _pages(stack: Stack, user: str, count: int) -> dict[str, Any] | None:
     assert stack.service is not None
     memory = await stack.service.get_memory(user)
