@@ -116,3 +116,12 @@ class Metrics:
         )
         for outcome in ("done", "failed"):  # exported at 0, so a first failure is an increase
             self.broker_rolls.labels(outcome=outcome)
+        self.journal_settled = Counter(
+            "memoryos_journal_settled",
+            "Journaled turns the reconciler settled: stored (their page is) or passed (no page, "
+            "but a later turn of the user is stored: dead-lettered, evicted, or lost)",
+            ["how"],
+            registry=r,
+        )
+        for how in ("stored", "passed"):
+            self.journal_settled.labels(how=how)

@@ -28,8 +28,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from adapters.journal import Journal
+from adapters.journal import Entry, Journal
 from adapters.keyring import Keyring
+from adapters.metrics import Metrics
 from adapters.ports import PERSONAS, Clock, SystemClock
 from adapters.repository import HEAT_DOC, PAIRING_DOC, MemoryRepository
 from schemas.codec import dumps
@@ -66,6 +67,7 @@ class Reconciler:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     clock: Clock = field(default_factory=SystemClock)
     keyring: Keyring | None = None  # the stages' (one cache per process); made if not given
+    metrics: Metrics | None = None
     _seen: set[str] = field(default_factory=set)
     # the newest journal seqs the last pass read (turns, messages): a roll catches up after
     read_through: int = 0
@@ -136,6 +138,9 @@ class Reconciler:
         settled = sorted(done)
         await self.journal.settle(settled)
         owed.settled = len(settled)
+        self._count_settled(
+            len(settled), [e for e in entries if e.seq in done and e.page_id not in stored]
+        )
         for entry in entries:
             if entry.seq not in done and due(f"turn:{entry.seq}"):
                 await self.send(TURNS, user_key(entry.user_id), entry.value)
@@ -158,13 +163,27 @@ class Reconciler:
         self._seen = seen
         return owed
 
+    def _count_settled(self, settled: int, passed: list[Entry]) -> None:
+        """Said aloud: a turn settled without its page is right only if it was dead-lettered
+        or its segment evicted since; a turn whose send was lost looks the same from here."""
+        if self.metrics is not None:
+            self.metrics.journal_settled.labels(how="stored").inc(settled - len(passed))
+            self.metrics.journal_settled.labels(how="passed").inc(len(passed))
+        if passed:
+            log.warning(
+                "settled %d journaled turns with no page, a later turn of their user stored "
+                "(dead-lettered, evicted, or lost): %s",
+                len(passed),
+                ", ".join(f"{e.user_id}/{e.page_id}" for e in passed[:10]),
+            )
+
     async def _settle_past_one_read(self) -> int:
         """A pass reads the oldest ``JOURNAL_READ`` turns, and the stack sends the rest of a
         longer backlog unjudged: so the pass's "below the newest stored page" rule is applied
         here first, over the whole journal, or an old turn whose page has been evicted since
         would be linked anew as its user's newest page."""
         forgetting = await self.repo.open_tombstones()
-        read: list[tuple[int, str]] = []
+        read: list[tuple[Entry, bool]] = []  # each entry, and whether its page is stored
         newest: dict[str, int] = {}
         after = 0
         while entries := await self.journal.pending(limit=JOURNAL_READ, after=after):
@@ -174,11 +193,12 @@ class Reconciler:
             entries = [entry for entry in entries if entry.user_id not in forgetting]
             stored = await self.repo.page_tiers([entry.page_id for entry in entries])
             for entry in entries:
-                read.append((entry.seq, entry.user_id))
+                read.append((entry, entry.page_id in stored))
                 if entry.page_id in stored:
                     newest[entry.user_id] = max(newest.get(entry.user_id, -1), entry.seq)
-        done = [seq for seq, user_id in read if seq <= newest.get(user_id, -1)]
-        await self.journal.settle(done)
+        done = [(e, has) for e, has in read if e.seq <= newest.get(e.user_id, -1)]
+        await self.journal.settle([e.seq for e, _ in done])
+        self._count_settled(len(done), [e for e, has in done if not has])
         return len(done)
 
     async def _tick_waiting(self, forgetting: dict[str, float]) -> int:

@@ -206,6 +206,7 @@ class Stack:
             lock=self._forget_lock,  # one lock across log rolls, shared with DELETE
             clock=self.deps.clock,
             keyring=self.deps.keyring,
+            metrics=self.deps.metrics,
         )
         await self.reconciler.start()
         self.lag = LagProbe(

@@ -319,3 +319,25 @@ async def opened(pipeline: Pipeline, sealed: bytes) -> bytes:
     result = await pipeline.deps.keyring.open(sealed)
     assert result is not None, "sealed with a destroyed key"
     return result.plain
+
+
+async def test_a_turn_settled_without_its_page_is_counted_and_said(
+    pipeline: Pipeline, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reconciler cannot tell a lost send from a dead-lettered turn once a later turn of
+    the user is stored: both are settled. That is how a roll's dropped sends vanished, so it
+    is counted (``memoryos_journal_settled_total{how="passed"}``) and logged, never silent."""
+    service = await service_for(pipeline, tmp_path)
+    await service.add_turns([turn("ann", i) for i in range(3)])
+    await service.journal.append([turn("ann", 3)])  # acknowledged; its send went nowhere
+    await service.add_turns([turn("ann", 4)])
+    await pipeline.drain()
+    reconciler = Reconciler(
+        pipeline.deps.repo, service.journal, pipeline.send, metrics=pipeline.deps.metrics
+    )
+    await reconciler.run_pass()
+    assert await service.journal.pending() == []
+    settled = pipeline.deps.metrics.journal_settled
+    assert settled.labels(how="passed")._value.get() == 1
+    assert settled.labels(how="stored")._value.get() == 4
+    assert "settled 1 journaled turns with no page" in caplog.text
