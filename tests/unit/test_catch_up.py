@@ -76,6 +76,25 @@ async def test_the_catch_up_sends_what_the_start_pass_did_not_read_in_order(
     )
 
 
+async def test_the_catch_up_opens_the_gate_itself_and_nothing_after_it_is_dropped(
+    tmp_path: Path,
+) -> None:
+    """The gate opens in the step of the last empty read: a turn acknowledged right after the
+    catch-up returns is sent, not dropped (a roll's `wait_for` let such a batch in while the
+    gate was still closed, and a soak lost it)."""
+    turns = make_turns("u", [(f"step {i}", f"ok {i}") for i in range(3)])
+    stack, sent, gate = stack_with(tmp_path, read_through=0)
+    stack.journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    await stack.journal.append(turns[:1])
+    assert await stack.catch_up_journal() == 1
+    assert not gate.closed, "open as the catch-up returns"
+    await stack.journal.append(turns[1:])  # acknowledged right after it
+    for turn in turns[1:]:
+        await gate.send(TURNS, user_key("u"), dumps(turn))
+    assert gate.dropped == 0
+    assert sent == [dumps(t) for t in turns]
+
+
 async def test_a_turn_acknowledged_while_the_catch_up_reads_is_sent_before_the_gate_opens(
     tmp_path: Path,
 ) -> None:
