@@ -1,5 +1,4 @@
-"""One user's nearest pages in Qdrant Edge, with and without a condition on the tier, timed
-side by side on one store.
+"""One user's nearest pages in Qdrant Edge, timed side by side on one store.
 
     python -m evaluation.edge_search_speed [--users 50] [--pages 300] [--searches 800]
 
@@ -7,6 +6,10 @@ The store holds ``users`` x ``pages`` random pages, each with a tier; every sear
 user's 100 nearest. The pool searches of a retrieve once carried ``tier in (stm, leaving,
 mtm)``, which every page matches; this prints what that condition cost, and the searches
 without it split over two threads (shorter only if Edge lets the GIL go while it searches).
+Then the searches a retrieve's pool makes (the four ranking fields), on the same store
+reopened three ways, each twice, in the order A B C C B A: A as the stack opens it (searches
+on the calling thread, the field cache on), B without the field cache, C with Edge's own
+thread per core and no cache (the previous release).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 import numpy as np
 
 from adapters.ports import PAGES, Point
-from adapters.repository import TIERS
+from adapters.repository import POOL_FIELDS, TIERS
 from adapters.stores.edge import EdgeStore
 
 DIM = 384
@@ -40,6 +43,9 @@ async def run(users: int, pages: int, searches: int) -> dict[str, list[float]]:
                     "user_id": f"u{index % users}",
                     "tier": TIERS[index % len(TIERS)],
                     "page_id": str(index),
+                    "seq": index // users,
+                    "timestamp": "2024-03-11T09:06:00+00:00",
+                    "segment_id": f"s{index % 997}",
                 }
                 points.append(
                     Point(f"{index:032x}", (vector / np.linalg.norm(vector)).tolist(), payload)
@@ -70,9 +76,36 @@ async def run(users: int, pages: int, searches: int) -> dict[str, list[float]]:
                 thread.join()
             per_search = (time.perf_counter() - started) / (2 * half) * 1000
             timings["user_only_two_threads_ms_per_search"] = [round(per_search, 3)]
-            return timings
         finally:
             await store.close()
+        timings.update(await _pool_searches(folder, queries, users))
+        return timings
+
+
+POOL_WAYS = {  # label: EdgeStore options
+    "pool_fields_stack_default": {"search_threads": 1},
+    "pool_fields_no_field_cache": {"search_threads": 1, "field_cache_points": 0},
+    "pool_fields_thread_per_core_no_cache": {"search_threads": 0, "field_cache_points": 0},
+}
+
+
+async def _pool_searches(
+    folder: str, queries: list[list[float]], users: int
+) -> dict[str, list[float]]:
+    timings: dict[str, list[float]] = {}
+    for label in [*POOL_WAYS, *reversed(POOL_WAYS)]:
+        store = EdgeStore(folder, **POOL_WAYS[label])
+        await store.ensure_collections(DIM)
+        try:
+            started = time.perf_counter()
+            for index, query in enumerate(queries):
+                user = f"u{index % users}"
+                await store.search(PAGES, user, query, 100, fields=POOL_FIELDS)
+            per_search = (time.perf_counter() - started) / len(queries) * 1000
+            timings.setdefault(f"{label}_ms_per_search", []).append(round(per_search, 3))
+        finally:
+            await store.close()
+    return timings
 
 
 async def _searches(store: EdgeStore, queries: list[list[float]], users: int, first: int) -> None:

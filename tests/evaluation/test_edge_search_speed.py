@@ -1,0 +1,16 @@
+"""edge_search_speed: every way it times runs on the same store, each twice where reopened."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluation.edge_search_speed import POOL_WAYS, run
+
+
+@pytest.mark.asyncio
+async def test_each_way_is_timed_on_the_same_store() -> None:
+    timings = await run(users=2, pages=20, searches=8)
+    for label in POOL_WAYS:
+        assert len(timings[f"{label}_ms_per_search"]) == 2, "reopened twice, A B C C B A"
+    assert len(timings["user_only_ms_per_search"]) == 2
+    assert all(value > 0 for values in timings.values() for value in values)
