@@ -16,9 +16,7 @@ kept only if every probe's vector stays within ``MIN_COSINE`` of the fp32 one.
 
 from __future__ import annotations
 
-import io
 import logging
-import os
 import tempfile
 from pathlib import Path
 
@@ -29,11 +27,9 @@ from adapters.embedders.minilm_models import (
     OnnxModel,
     _cached,
     _exclusive,
-    _fresh_files,
     _onnx_model,
-    _probes_path,
-    _write,
     graph_path,
+    publish_graph,
 )
 from schemas.errors import EmbedderError
 
@@ -77,35 +73,25 @@ def quantize(source: Path, graph: Path, reference: OnnxModel) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     log.info("quantizing all-MiniLM-L6-v2 to int8 at %s (once)", graph)
-    # Written through our own descriptors, as the fp32 export is. ONNX Runtime writes by
-    # name, and beside its input too (a shape-inferred copy), so it works on a copy in a
-    # private folder outside the cache: nothing planted in the cache is written through.
-    (graph_fd, partial), (probes_fd, probes) = _fresh_files(graph, [".partial", ".probes.partial"])
-    try:
+
+    def quantized() -> bytes:
+        # ONNX Runtime writes by name, and beside its input too (a shape-inferred copy), so
+        # it works on a copy in a private folder outside the cache: nothing planted in the
+        # cache is written through.
         with tempfile.TemporaryDirectory(prefix="memoryos-int8-") as private:
             copy, made = Path(private) / "fp32.onnx", Path(private) / "int8.onnx"
             copy.write_bytes(source.read_bytes())
             quantize_dynamic(str(copy), str(made), weight_type=QuantType.QInt8)
-            _write(graph_fd, made.read_bytes())
-        candidate = OnnxModel(partial, threads=1, chunk=ONE_TEXT)
-        got = candidate.encode(PROBES)
+            return made.read_bytes()
+
+    def probe_vectors(partial: Path) -> np.ndarray:
+        got = OnnxModel(partial, threads=1, chunk=ONE_TEXT).encode(PROBES)
         cosine = (got * reference.encode(PROBES)).sum(axis=1)
         if float(cosine.min()) < MIN_COSINE:
             raise EmbedderError(
                 f"the int8 quantization of all-MiniLM-L6-v2 strays from fp32 (cosine "
                 f"{float(cosine.min()):.3f} on a probe text, allowed {MIN_COSINE})"
             )
-        os.replace(partial, graph)
-        saved = io.BytesIO()
-        np.save(saved, got)
-        _write(probes_fd, saved.getvalue())
-        os.replace(probes, _probes_path(graph))  # last: a graph without it is not trusted
-    except (EmbedderError, OSError):
-        raise
-    except Exception as exc:
-        raise EmbedderError(f"could not quantize all-MiniLM-L6-v2 to int8 ({exc})") from exc
-    finally:
-        os.close(graph_fd)
-        os.close(probes_fd)
-        partial.unlink(missing_ok=True)
-        probes.unlink(missing_ok=True)
+        return got
+
+    publish_graph(graph, "quantize all-MiniLM-L6-v2 to int8", quantized, probe_vectors)

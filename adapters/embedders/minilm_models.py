@@ -25,7 +25,7 @@ import io
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -228,10 +228,8 @@ def export(graph: Path) -> None:
     sample = reference.model.tokenizer(PROBES[1:3], padding=True, return_tensors="pt")
     axes = {0: "batch", 1: "tokens"}
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    # Fresh files of unpredictable names (O_EXCL): a link planted under a name we would
-    # write is never followed, and the graph is written through our own descriptor.
-    (graph_fd, partial), (probes_fd, probes) = _fresh_files(graph, [".partial", ".probes.partial"])
-    try:
+
+    def exported() -> bytes:
         written = io.BytesIO()
         with torch.no_grad():
             torch.onnx.export(
@@ -246,17 +244,41 @@ def export(graph: Path) -> None:
                 opset_version=OPSET,
                 dynamo=False,
             )
-        _write(graph_fd, written.getvalue())
+        return written.getvalue()
+
+    def probe_vectors(partial: Path) -> np.ndarray:
         check(OnnxModel(partial, threads=1), reference, PROBES)
+        return reference.encode(PROBES)
+
+    publish_graph(graph, "export all-MiniLM-L6-v2 to ONNX", exported, probe_vectors)
+
+
+def publish_graph(
+    graph: Path,
+    what: str,
+    make: Callable[[], bytes],
+    probe_vectors: Callable[[Path], np.ndarray],
+) -> None:
+    """Write the graph ``make`` returns to ``graph``, and beside it the probe vectors that
+    ``probe_vectors`` gives for it once written (raising if the graph is wrong).
+
+    Fresh files of unpredictable names (O_EXCL): a link planted under a name we would write is
+    never followed, and both files are written through our own descriptors, each on disk
+    before it is renamed into place, the probes last: a graph without them is not trusted.
+    """
+    (graph_fd, partial), (probes_fd, probes) = _fresh_files(graph, [".partial", ".probes.partial"])
+    try:
+        _write(graph_fd, make())
+        vectors = probe_vectors(partial)
         os.replace(partial, graph)
         saved = io.BytesIO()
-        np.save(saved, reference.encode(PROBES))
+        np.save(saved, vectors)
         _write(probes_fd, saved.getvalue())
-        os.replace(probes, _probes_path(graph))  # last: a graph without it is not trusted
+        os.replace(probes, _probes_path(graph))
     except (EmbedderError, OSError):
         raise
     except Exception as exc:
-        raise EmbedderError(f"could not export all-MiniLM-L6-v2 to ONNX ({exc})") from exc
+        raise EmbedderError(f"could not {what} ({exc})") from exc
     finally:
         os.close(graph_fd)
         os.close(probes_fd)
