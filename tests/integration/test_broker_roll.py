@@ -150,11 +150,7 @@ async def test_turns_acknowledged_after_the_start_pass_read_the_journal_are_sent
         holder["stack"] = stack
         await stack.recycle_broker()
         await stack.service.add_turns(turns[6:])
-        memory = await eventually(lambda: _pages(stack, user, count), 90, every_s=1.0)
-        short, mid = memory_summary(memory)
-        expected = [t.turn_id for t in turns]
-        assert sorted(short + mid) == expected, "every acknowledged turn, exactly once"
-        assert short == expected[-STM:], "the STM window holds the newest turns, in order"
+        await each_turn_once_in_order(stack, user, turns, 90)
 
 
 @pytest.mark.slow
@@ -187,11 +183,18 @@ async def test_turns_acknowledged_right_after_the_catch_up_are_sent_in_order(
         await stack.recycle_broker()
         assert late == [2], "the batch came in right after the catch-up"
         await stack.service.add_turns(turns[6:])
-        memory = await eventually(lambda: _pages(stack, user, count), 90, every_s=1.0)
-        short, mid = memory_summary(memory)
-        expected = [t.turn_id for t in turns]
-        assert sorted(short + mid) == expected, "every acknowledged turn, exactly once"
-        assert short == expected[-STM:], "the STM window holds the newest turns, in order"
+        await each_turn_once_in_order(stack, user, turns, 90)
+
+
+async def each_turn_once_in_order(
+    stack: Stack, user: str, turns: list[Any], timeout_s: float
+) -> None:
+    """Every acknowledged turn in memory exactly once, and the STM window the newest, in order."""
+    memory = await eventually(lambda: _pages(stack, user, len(turns)), timeout_s, every_s=1.0)
+    short, mid = memory_summary(memory)
+    expected = [t.turn_id for t in turns]
+    assert sorted(short + mid) == expected, "every acknowledged turn, exactly once"
+    assert short == expected[-STM:], "the STM window holds the newest turns, in order"
 
 
 async def _pages(stack: Stack, user: str, count: int) -> dict[str, Any] | None:
@@ -322,11 +325,7 @@ async def test_a_failed_roll_is_tried_again_with_the_gate_closed(
         assert stack.gate is not None
         assert not stack.gate.closed
         await stack.service.add_turns(turns[5:])
-        memory = await eventually(lambda: _pages(stack, user, count), 60, every_s=0.5)
-        short, mid = memory_summary(memory)
-        expected = [t.turn_id for t in turns]
-        assert sorted(short + mid) == expected, "every acknowledged turn, exactly once"
-        assert short == expected[-STM:], "the STM window holds the newest turns, in order"
+        await each_turn_once_in_order(stack, user, turns, 60)
         rolls = stack.deps.metrics.broker_rolls
         assert rolls.labels(outcome="failed")._value.get() == 1
         assert rolls.labels(outcome="done")._value.get() == 1
