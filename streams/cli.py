@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument(
         "--broker",
         metavar="URL",
-        help="host:port[,host:port] (default: the embedded broker's port)",
+        help="a Kafka's host:port[,host:port], produced to directly (default: the embedded "
+        "stack, through its HTTP API at --url)",
     )
     ingest.add_argument(
         "--messages",
@@ -137,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir",
         type=Path,
         metavar="DIR",
-        help="the embedded stack's data folder; its journal keeps the turns (default .memoryos)",
+        help="the data folder of the settings (default .memoryos); the embedded stack journals "
+        "the turns it accepts itself",
     )
     ingest.add_argument(
         "--wait", action="store_true", help="then wait until every sent turn is placed in memory"
@@ -150,7 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop waiting when no turn was placed for this long (default 300)",
     )
     ingest.add_argument(
-        "--url", help="the memory service --wait reads from (default http://HOST:PORT of settings)"
+        "--url",
+        help="the memory service: where the turns go with the embedded broker, and what --wait "
+        "reads (default http://HOST:PORT of settings)",
     )
     _quiet_flag(ingest)
     ingest.set_defaults(handler=_lazy("streams.commands.ingest"))

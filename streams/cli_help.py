@@ -51,8 +51,10 @@ examples:
   memoryos ingest chats.jsonl --quiet > log   plain lines, no bar
 
 Progress goes to stderr (a bar on a terminal, plain lines otherwise). The summary goes to
-stdout, one fact per line: "sent N turns ...", "acknowledged N of N turns by the broker",
-"invalid N of N lines", with --wait "placed N of N turns ...". The first invalid lines are
+stdout, one fact per line: "sent N turns ...", "acknowledged N of N turns by the stack" (by
+the broker with --broker), "invalid N of N lines", with --wait "placed N of N turns ...".
+With the embedded broker the turns go through the running stack's HTTP API (--url), which
+journals them before it answers. The first invalid lines are
 shown on stderr as FILE:LINE: reason. Exit status 0 when every line was sent, acknowledged
 (and placed, with --wait); 1 otherwise; 2 when the file or the broker is missing.
 """

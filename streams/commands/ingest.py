@@ -1,6 +1,13 @@
 """`memoryos ingest FILE.jsonl`: one turn event per line to memoryos.turns (``--messages``: one
 message event per line to memoryos.messages, for the pairing stage).
 
+With the embedded broker the lines go through the running stack's HTTP API, its one entry:
+the stack journals each request before it answers and sends the journal, in order, across a
+broker roll. Produced straight to the embedded broker they bypassed the roll's gate: a bulk
+ingest is what pushes the broker past its budget, and turns produced to the fresh broker
+before the roll's start pass re-sent the older ones were stored first, so the reconciler
+took the older ones for processed. With a real Kafka the lines are produced (acks=all).
+
 The file is streamed, never loaded whole: a year of chat logs fits in no memory. Invalid lines
 are reported with their number and reason (the first few at once, so a wrong format shows
 early) and the valid lines are still sent. ``--wait`` then follows the pipeline until every
@@ -13,6 +20,7 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +29,8 @@ from aiokafka import AIOKafkaProducer
 
 from adapters.journal import Journal, NoJournal, open_journal
 from adapters.settings import Settings
+from client.aio import AsyncMemoryClient
+from client.errors import MemoryOSClientError
 from schemas.codec import decode, dumps
 from schemas.errors import BrokerError, InvalidEvent
 from schemas.message import MessageEvent
@@ -49,6 +59,7 @@ class Sent:
     bytes: int = 0
     seconds: float = 0.0
     track: bool = False  # keep the acknowledged turn ids (for --wait; a big file's worth)
+    by: str = "the broker"  # who acknowledges: the broker, or the stack's HTTP API
     turns: dict[str, set[str]] = field(default_factory=dict)  # user -> acknowledged turn ids
 
     def bad_line(self, number: int, reason: str) -> None:
@@ -62,9 +73,12 @@ class Sent:
         elif future.exception() is not None:
             self.failure(repr(future.exception()))
         else:
-            self.acknowledged += 1
-            if self.track and isinstance(turn, TurnEvent):
-                self.turns.setdefault(turn.user_id, set()).add(turn.turn_id)
+            self.accepted(turn)
+
+    def accepted(self, turn: TurnEvent | MessageEvent) -> None:
+        self.acknowledged += 1
+        if self.track and isinstance(turn, TurnEvent):
+            self.turns.setdefault(turn.user_id, set()).add(turn.turn_id)
 
     def failure(self, reason: str) -> None:
         self.failed += 1
@@ -91,7 +105,6 @@ async def send_file(
     turns is on disk before it is sent, so a reported acknowledgement survives a crash.
     """
     journal = journal or NoJournal()
-    chunk: list[TurnEvent | MessageEvent] = []
     report = Sent(path, track=track)
     # No idempotent producer: Tansu does not implement InitProducerId; replays are harmless
     # anyway, because every stage de-duplicates by deterministic ids.
@@ -103,32 +116,11 @@ async def send_file(
     except Exception as exc:
         await producer.stop()
         raise BrokerError(f"cannot reach the broker at {bootstrap}: {exc}") from exc
-    size = (await asyncio.to_thread(path.stat)).st_size
-    progress.phase("send", total=size, unit="bytes")
     started = time.monotonic()
     in_flight: set[asyncio.Future[Any]] = set()
     try:
-        with path.open("rb") as lines:
-            for number, line in enumerate(lines, start=1):
-                report.bytes += len(line)
-                progress.advance(len(line))
-                if not line.strip():
-                    continue
-                report.lines += 1
-                if report.lines % DETAIL_EVERY_LINES == 0:
-                    report.seconds = time.monotonic() - started
-                    progress.detail(report.detail())
-                try:
-                    chunk.append(
-                        decode(MessageEvent, line) if messages else decode(TurnEvent, line)
-                    )
-                except InvalidEvent as exc:
-                    report.bad_line(number, str(exc))
-                    continue
-                if len(chunk) >= JOURNAL_CHUNK:
-                    await _send_chunk(producer, journal, chunk, report, in_flight)
-                    chunk = []
-        await _send_chunk(producer, journal, chunk, report, in_flight)
+        async for chunk in _chunks(path, report, progress, messages, started):
+            await _send_chunk(producer, journal, chunk, report, in_flight)
         # The acknowledgements still to come are counted by their callbacks.
         await asyncio.gather(*in_flight, return_exceptions=True)
     finally:
@@ -136,6 +128,70 @@ async def send_file(
     report.seconds = time.monotonic() - started
     progress.detail(report.detail())
     return report
+
+
+async def post_file(
+    path: Path,
+    client: AsyncMemoryClient,
+    progress: Progress,
+    track: bool = False,
+    messages: bool = False,
+) -> Sent:
+    """Send every valid line of ``path`` to the stack's HTTP API, a chunk per request; a line
+    is acknowledged when the stack accepted it (journaled, so it survives a crash and a
+    roll). A request that fails counts its lines as failed: not sent again, because a turn
+    sent twice while the first copy is still on its way could be linked twice."""
+    report = Sent(path, track=track, by="the stack")
+    started = time.monotonic()
+    async for chunk in _chunks(path, report, progress, messages, started):
+        items = [event.model_dump(mode="json") for event in chunk]
+        report.sent += len(chunk)
+        try:
+            if messages:
+                answer: Any = await client.add_messages(items)
+            else:
+                answer = await client.add_turns(items)
+        except MemoryOSClientError as exc:
+            for _ in chunk:
+                report.failure(str(exc))
+            continue
+        for event, result in zip(chunk, answer.results, strict=True):
+            if result.error is not None:
+                report.failure(result.error)
+            else:
+                report.accepted(event)
+    report.seconds = time.monotonic() - started
+    progress.detail(report.detail())
+    return report
+
+
+async def _chunks(
+    path: Path, report: Sent, progress: Progress, messages: bool, started: float
+) -> AsyncIterator[list[TurnEvent | MessageEvent]]:
+    """The file's valid lines, decoded, ``JOURNAL_CHUNK`` at a time; invalid ones reported."""
+    size = (await asyncio.to_thread(path.stat)).st_size
+    progress.phase("send", total=size, unit="bytes")
+    chunk: list[TurnEvent | MessageEvent] = []
+    with path.open("rb") as lines:
+        for number, line in enumerate(lines, start=1):
+            report.bytes += len(line)
+            progress.advance(len(line))
+            if not line.strip():
+                continue
+            report.lines += 1
+            if report.lines % DETAIL_EVERY_LINES == 0:
+                report.seconds = time.monotonic() - started
+                progress.detail(report.detail())
+            try:
+                chunk.append(decode(MessageEvent, line) if messages else decode(TurnEvent, line))
+            except InvalidEvent as exc:
+                report.bad_line(number, str(exc))
+                continue
+            if len(chunk) >= JOURNAL_CHUNK:
+                yield chunk
+                chunk = []
+    if chunk:
+        yield chunk
 
 
 async def _send_chunk(
@@ -181,7 +237,7 @@ def summary(report: Sent, messages: bool = False) -> list[str]:
     lines = [
         f"sent {report.sent} {what} to {topic} in {report.seconds:.1f} s "
         f"({rate:.1f} {what}/s, {amount(report.bytes / max(report.seconds, 1e-9), 'bytes')}/s)",
-        f"acknowledged {report.acknowledged} of {report.sent} {what} by the broker",
+        f"acknowledged {report.acknowledged} of {report.sent} {what} by {report.by}",
         f"invalid {report.invalid} of {report.lines} lines",
     ]
     if report.failed:
@@ -215,6 +271,20 @@ def follow(
     return placed
 
 
+async def _post(args: argparse.Namespace, settings: Settings, progress: Progress) -> Sent:
+    keys = settings.api_key_list
+    url = args.url or service_url(settings)
+    async with AsyncMemoryClient(url, keys[0] if keys else None) as client:
+        try:
+            await client.health()
+        except MemoryOSClientError as exc:
+            raise BrokerError(
+                f"the embedded broker is reached through its stack, and no memoryos stack "
+                f"answers at {url} ({exc}); start it with `memoryos up`, or name it with --url"
+            ) from exc
+        return await post_file(args.file, client, progress, args.wait, args.messages)
+
+
 def main(args: argparse.Namespace, settings: Settings) -> int:
     if not args.file.is_file():
         print(f"memoryos ingest: no such file: {args.file}", file=sys.stderr)
@@ -223,18 +293,20 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         # a message's turn exists only once its reply came: nothing to count per line
         print("memoryos ingest: --wait counts turns; it cannot follow --messages", file=sys.stderr)
         return 2
-    broker = settings.broker_url or f"kafka://127.0.0.1:{settings.broker_port}"
     placed: Placed | None = None
     with open_progress("ingest", quiet=args.quiet) as progress:
-        bootstrap = broker.removeprefix("kafka://")
-        journal = open_journal(settings, embedded=settings.broker_url is None)
-        try:
-            sending = send_file(
-                args.file, bootstrap, settings, progress, args.wait, journal, args.messages
-            )
-            report = asyncio.run(sending)
-        finally:
-            journal.close()
+        if settings.broker_url is None:  # the embedded broker: through the stack
+            report = asyncio.run(_post(args, settings, progress))
+        else:
+            bootstrap = settings.broker_url.removeprefix("kafka://")
+            journal = open_journal(settings, embedded=False)
+            try:
+                sending = send_file(
+                    args.file, bootstrap, settings, progress, args.wait, journal, args.messages
+                )
+                report = asyncio.run(sending)
+            finally:
+                journal.close()
         if args.wait and report.acknowledged:
             placed = follow(args, settings, report, progress)
     if report.invalid > SHOWN_INVALID:

@@ -230,3 +230,17 @@ def test_ingest_messages_takes_a_plain_host_port_broker(
     )
     assert refused.returncode == 2
     assert "--wait" in refused.stderr
+
+
+def test_ingest_without_a_running_stack_says_where_it_looked(tmp_path: Path) -> None:
+    """With the embedded broker the turns go through the stack's HTTP API: no stack, no send,
+    and the message says so and how to fix it (exit 2, as for a missing broker)."""
+    path = write_jsonl(tmp_path / "turns.jsonl", "ann", 3)
+    url = f"http://127.0.0.1:{free_port()}"
+    result = subprocess.run(
+        memoryos("ingest", str(path), "--url", url, "--quiet"),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"no memoryos stack answers at {url}" in result.stderr
+    assert "memoryos up" in result.stderr

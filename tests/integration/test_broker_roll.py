@@ -13,14 +13,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from client.aio import AsyncMemoryClient
 from memory.ids import message_turn_id
 from schemas.errors import BrokerError
 from schemas.message import MessageEvent
 from streams import stack as stack_module
+from streams.commands import ingest as ingest_command
+from streams.progress import NO_PROGRESS
 from streams.reconciler import Owed, Reconciler
 from streams.retention import topic_configs
 from streams.stack import Stack
@@ -112,6 +116,44 @@ async def test_a_broker_roll_mid_ingest_loses_and_duplicates_nothing(tmp_path: P
                 if page["chain"]["prev"]:
                     assert by_id[page["chain"]["prev"]]["turn_id"] < page["turn_id"]
                     assert by_id[page["chain"]["prev"]]["chain"]["next"] == page["page_id"]
+
+
+@pytest.mark.slow
+async def test_memoryos_ingest_across_rolls_keeps_every_turn_once_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memoryos ingest` into the embedded stack goes through its HTTP API, so the roll's gate
+    and journal cover it. It used to produce straight to the broker, past the gate: a bulk
+    ingest, the likeliest cause of a roll, could have its later turns stored before the older
+    ones the roll's start pass re-sent, and the reconciler then took those for processed."""
+    monkeypatch.setattr(ingest_command, "JOURNAL_CHUNK", 4)  # many requests, across the rolls
+    turns = {user: make_turns(user, [(f"{user} sorts shelf {i}", f"shelf {i} noted")
+                                     for i in range(PER_USER)])
+             for user in USERS}  # fmt: skip
+    lines = [turns[user][i] for i in range(PER_USER) for user in USERS]
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(t.model_dump(mode="json")) + b"\n" for t in lines))
+
+    class Paced(AsyncMemoryClient):
+        async def add_turns(self, items: Any) -> Any:
+            answer = await super().add_turns(items)
+            await asyncio.sleep(0.5)  # a long file: requests keep coming through the rolls
+            return answer
+
+    async with running_stack(
+        tmp_path / "data", broker_memory_budget_mb=1, broker_check_interval_s=1.0
+    ) as stack:
+        assert stack.watch is not None
+        async with Paced(f"http://127.0.0.1:{stack.port}") as client:
+            report = await ingest_command.post_file(path, client, NO_PROGRESS)
+        assert report.acknowledged == len(lines), report.first_failure
+        assert stack.watch.rolls >= 1, "the ingest ran across a roll"
+        stack.watch.budget_bytes = 1 << 40  # no more rolls: let the pipeline settle
+        for user in USERS:
+            await each_turn_once_in_order(stack, user, turns[user], 240)
+        assert stack.deps is not None
+        passed = stack.deps.metrics.journal_settled.labels(how="passed")._value.get()
+        assert passed == 0, "no turn settled without its page"
 
 
 async def _complete(stack: Stack, user: str) -> dict[str, Any] | None:

@@ -27,15 +27,12 @@ def write_jsonl(path: Path, user: str, count: int, extra_lines: list[bytes] = ()
     return path
 
 
-def ingest(path: Path, broker_port: int | None = None, broker: str | None = None) -> Any:
+def ingest(path: Path, port: int | None = None, broker: str | None = None) -> Any:
+    """Into the embedded stack through its HTTP API at ``port``, or to the Kafka ``broker``."""
     command = [sys.executable, "-m", "streams.cli", "ingest", str(path)]
     command += ["--broker", broker] if broker else []
-    env_port = {"MEMORYOS_BROKER_PORT": str(broker_port)} if broker_port else {}
-    import os
-
-    return subprocess.run(
-        command, capture_output=True, text=True, timeout=60, env={**os.environ, **env_port}
-    )
+    command += ["--url", f"http://127.0.0.1:{port}"] if port else []
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
 
 
 async def settled(up: UpProcess, user: str) -> dict[str, Any]:
@@ -64,7 +61,7 @@ async def test_restart_keeps_memory_and_leaves_no_broker_behind(tmp_path: Path) 
     try:
         await up.wait_ready()
         bad = [b'{"user_id": "alice"}', b"not json at all"]
-        result = ingest(write_jsonl(tmp_path / "turns.jsonl", "alice", 12, bad), up.broker_port)
+        result = ingest(write_jsonl(tmp_path / "turns.jsonl", "alice", 12, bad), up.port)
         assert result.returncode == 1, result.stdout + result.stderr
         assert ":3:" in result.stderr
         assert ":4:" in result.stderr
