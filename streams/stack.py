@@ -263,20 +263,21 @@ class Stack:
         assert self.gate is not None
         assert self.deps is not None
         rolls = self.deps.metrics.broker_rolls
-        try:
-            for attempt in itertools.count():
-                self.gate.close()  # each try: a catch-up may have opened it before a failure
-                try:
-                    bound_s = self.settings.drain_timeout_s + ROLL_BOUND_S
-                    await asyncio.wait_for(self._roll(), bound_s)
-                    rolls.labels(outcome="done").inc()
-                    return
-                except Exception:
-                    rolls.labels(outcome="failed").inc()
-                    log.exception("a log roll failed (attempt %d); trying it again", attempt + 1)
-                    await asyncio.sleep(min(ROLL_RETRY_MAX_S, 2.0**attempt))
-        finally:
-            self.gate.open(self._send)  # already open once a catch-up finished; else cancelled
+        # Only a finished catch-up opens the gate. A roll cancelled (the stack stopping) leaves
+        # it closed: a turn acknowledged meanwhile is journaled and sent by the next start,
+        # where an open gate would have sent it to a half-started worker, ahead of an earlier
+        # turn of its user still unsent in the journal.
+        for attempt in itertools.count():
+            self.gate.close()  # each try: a catch-up may have opened it before a failure
+            try:
+                bound_s = self.settings.drain_timeout_s + ROLL_BOUND_S
+                await asyncio.wait_for(self._roll(), bound_s)
+                rolls.labels(outcome="done").inc()
+                return
+            except Exception:
+                rolls.labels(outcome="failed").inc()
+                log.exception("a log roll failed (attempt %d); trying it again", attempt + 1)
+                await asyncio.sleep(min(ROLL_RETRY_MAX_S, 2.0**attempt))
 
     async def _roll(self) -> None:
         assert self.broker is not None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from adapters.journal import SqliteJournal
+from adapters.metrics import Metrics
 from adapters.settings import Settings
 from schemas.codec import dumps
 from schemas.errors import BrokerError
@@ -167,3 +169,65 @@ async def test_deletes_racing_the_catch_up_keep_each_users_order(tmp_path: Path)
     m2 = dumps(ForgetUser(user_id="u", at=2_000.0))
     # markers go to the turns and the messages topics; the first send failed once (retried)
     assert sent == [dumps(old[0]), dumps(old[1]), m1, m1, dumps(new1[0]), m2, m2, dumps(new2[0])]
+
+
+class AcksAfterTheLastRead(SqliteJournal):
+    """On the catch-up's last read, a turn is journaled and its send queued as a task of its
+    own: the task runs at the catch-up's next suspension, whatever that is."""
+
+    def __init__(self, path: Path, late: object, gate: GatedSink) -> None:
+        super().__init__(path)
+        self.late, self.gate, self.empty = late, gate, False
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def pending(self, limit: int = 10_000, after: int = 0):  # type: ignore[no-untyped-def]
+        found = await super().pending(limit, after)
+        self.empty = not found
+        return found
+
+    async def pending_messages(self, limit: int = 10_000, after: int = 0):  # type: ignore[no-untyped-def]
+        found = await super().pending_messages(limit, after)
+        if self.empty and not self.tasks:
+            await self.append([self.late])  # type: ignore[list-item]
+            send = self.gate.send(TURNS, b"u", dumps(self.late))
+            self.tasks.append(asyncio.get_running_loop().create_task(send))
+        return found
+
+
+async def test_a_send_queued_behind_the_last_empty_read_is_not_dropped(tmp_path: Path) -> None:
+    """Pins "in the same step": the gate opened after any await (even one `sleep(0)`) lets
+    the queued send run first, against the closed gate, with no read left to find its turn.
+    (From a review: the test above only sees whether the gate is open at the return.)"""
+    turns = make_turns("u", [(f"step {i}", f"ok {i}") for i in range(2)])
+    stack, sent, gate = stack_with(tmp_path, read_through=0)
+    journal = AcksAfterTheLastRead(tmp_path / "journal.sqlite3", turns[1], gate)
+    stack.journal = journal
+    await journal.append(turns[:1])
+    await stack.catch_up_journal()
+    await asyncio.gather(*journal.tasks)
+    assert gate.dropped == 0
+    assert sent == [dumps(t) for t in turns]
+
+
+async def test_a_cancelled_roll_leaves_the_gate_closed(tmp_path: Path) -> None:
+    """A stop cancels a roll mid-way: the gate stays closed, so a turn acknowledged then is
+    journaled for the next start, not sent to a half-started worker ahead of earlier turns
+    of its user still unsent in the journal (found by review)."""
+    stack, _, gate = stack_with(tmp_path, read_through=0)
+    stack.deps.metrics = Metrics()  # type: ignore[union-attr]
+    stack.broker = SimpleNamespace()  # type: ignore[assignment]
+    entered = asyncio.Event()
+
+    async def stuck_roll() -> None:
+        entered.set()
+        await asyncio.Event().wait()
+
+    stack._roll = stuck_roll  # type: ignore[method-assign]
+    roll = asyncio.create_task(stack.recycle_broker())
+    await entered.wait()
+    roll.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await roll
+    assert gate.closed
+    await gate.send(TURNS, user_key("u"), b"a journaled turn")
+    assert gate.dropped == 1, "dropped: the journal has it for the next start"
