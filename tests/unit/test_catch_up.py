@@ -15,6 +15,7 @@ from schemas.codec import dumps
 from schemas.errors import BrokerError
 from schemas.records import ForgetUser
 from schemas.topics import TURNS, user_key
+from schemas.turn import TurnEvent
 from streams.roll import GatedSink
 from streams.stack import Stack
 from tests.support.stacks import make_turns
@@ -175,7 +176,7 @@ class AcksAfterTheLastRead(SqliteJournal):
     """On the catch-up's last read, a turn is journaled and its send queued as a task of its
     own: the task runs at the catch-up's next suspension, whatever that is."""
 
-    def __init__(self, path: Path, late: object, gate: GatedSink) -> None:
+    def __init__(self, path: Path, late: TurnEvent, gate: GatedSink) -> None:
         super().__init__(path)
         self.late, self.gate, self.empty = late, gate, False
         self.tasks: list[asyncio.Task[None]] = []
@@ -188,7 +189,7 @@ class AcksAfterTheLastRead(SqliteJournal):
     async def pending_messages(self, limit: int = 10_000, after: int = 0):  # type: ignore[no-untyped-def]
         found = await super().pending_messages(limit, after)
         if self.empty and not self.tasks:
-            await self.append([self.late])  # type: ignore[list-item]
+            await self.append([self.late])
             send = self.gate.send(TURNS, b"u", dumps(self.late))
             self.tasks.append(asyncio.get_running_loop().create_task(send))
         return found
@@ -214,7 +215,7 @@ async def test_a_cancelled_roll_leaves_the_gate_closed(tmp_path: Path) -> None:
     journaled for the next start, not sent to a half-started worker ahead of earlier turns
     of its user still unsent in the journal (found by review)."""
     stack, _, gate = stack_with(tmp_path, read_through=0)
-    stack.deps.metrics = Metrics()  # type: ignore[union-attr]
+    setattr(stack.deps, "metrics", Metrics())  # noqa: B010 (a stub's attribute)
     stack.broker = SimpleNamespace()  # type: ignore[assignment]
     entered = asyncio.Event()
 
