@@ -10,11 +10,13 @@ No module holds a global app; `create_app` can build several, each with its own 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import faust
+from faust.streams import current_event
 
 from adapters import tracing
 from adapters.deps import Deps, Send
@@ -29,11 +31,16 @@ from agents.policy import ErrorPolicy, default_policy
 from agents.runtime import BatchRunner, Consumed, DeadLetterSink, KeyedDispatcher
 from agents.stm import ShortTermAgent
 from schemas.codec import decode, decode_message_input, decode_turn_input
+from schemas.errors import BrokerError
 from schemas.records import MidTermInput, PageInput, PersonaInput
 from schemas.topics import DLQ, MESSAGES, MTM, PAGES, PERSONA, PIPELINE_TOPICS, TURNS
 from streams.faust_transport import ShortWaitApp
 from streams.kafka_security import faust_credentials
 from streams.retention import compacted, topic_configs
+
+# What the service acknowledges (and a roll re-sends) goes out only once delivered; a
+# retrieval's visit (to MTM) does not hold its request for the broker's round trip.
+DELIVERED = frozenset({TURNS, MESSAGES})
 
 
 class Stage(Protocol):
@@ -57,7 +64,17 @@ class MemoryApp:
     senders: dict[str, Send]
 
     async def send(self, topic: str, key: bytes, value: bytes) -> None:
-        await self.senders[topic](key=key, value=value)
+        """From outside the stages (the service, the reconciler, a roll's catch-up). A turn,
+        a bus message or a DELETE's marker returns once the broker has it (acks=all), not
+        once it is buffered: Faust's send hands back the delivery's future unawaited, so an
+        acknowledged turn could be lost with the process (a Kafka without the journal), and
+        a catch-up send that failed to deliver went unseen."""
+        delivery = await self.senders[topic](key=key, value=value)
+        if topic in DELIVERED and current_event() is None and inspect.isawaitable(delivery):
+            try:
+                await delivery  # inside a stage's event it is an attachment: sent at its ack
+            except Exception as exc:
+                raise BrokerError(f"the broker did not take a record for {topic}: {exc!r}") from exc
 
 
 def create_app(
