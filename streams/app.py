@@ -9,6 +9,7 @@ No module holds a global app; `create_app` can build several, each with its own 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from faust.streams import current_event
 from adapters import tracing
 from adapters.deps import Deps, Send
 from adapters.history import DeadLetterNotes
-from adapters.journal import Journal
+from adapters.journal import Journal, NoJournal
 from adapters.settings import Settings
 from agents.chain import ChainAgent
 from agents.mtm import MidTermAgent
@@ -41,6 +42,7 @@ from streams.retention import compacted, topic_configs
 # What the service acknowledges (and a roll re-sends) goes out only once delivered; a
 # retrieval's visit (to MTM) does not hold its request for the broker's round trip.
 DELIVERED = frozenset({TURNS, MESSAGES})
+DELIVERY_TIMEOUT_S = 40.0  # as `memoryos serve`'s producer: aiokafka's request timeout
 
 
 class Stage(Protocol):
@@ -62,19 +64,28 @@ class MemoryApp:
     settings: Settings
 
     senders: dict[str, Send]
+    # With no journal the broker is what makes a turn durable, so the service's sends wait
+    # for it; with the journal they are buffered, as the journal covers a crash.
+    await_delivery: bool = True
 
     async def send(self, topic: str, key: bytes, value: bytes) -> None:
-        """From outside the stages (the service, the reconciler, a roll's catch-up). A turn,
-        a bus message or a DELETE's marker returns once the broker has it (acks=all), not
-        once it is buffered: Faust's send hands back the delivery's future unawaited, so an
-        acknowledged turn could be lost with the process (a Kafka without the journal), and
-        a catch-up send that failed to deliver went unseen."""
-        delivery = await self.senders[topic](key=key, value=value)
-        if topic in DELIVERED and current_event() is None and inspect.isawaitable(delivery):
-            try:
-                await delivery  # inside a stage's event it is an attachment: sent at its ack
-            except Exception as exc:
-                raise BrokerError(f"the broker did not take a record for {topic}: {exc!r}") from exc
+        """From outside the stages (the service, the reconciler, a roll's catch-up).
+
+        Without a journal (a real Kafka, `memoryos up --broker`) a turn, a bus message or a
+        DELETE's marker returns once the broker has it (acks=all), within
+        ``DELIVERY_TIMEOUT_S``: Faust's send hands back the delivery's future unawaited, and
+        an acknowledged turn could be lost with the process. With the journal (the embedded
+        broker) sends stay buffered: waiting for each one made a roll's catch-up send one
+        record per round trip, slower than a bulk ingest journals them (a review)."""
+        durable = self.await_delivery and topic in DELIVERED and current_event() is None
+        try:
+            delivery = await self.senders[topic](key=key, value=value)
+            if durable and inspect.isawaitable(delivery):
+                await asyncio.wait_for(delivery, DELIVERY_TIMEOUT_S)
+        except Exception as exc:
+            if not durable:
+                raise
+            raise BrokerError(f"the broker did not take a record for {topic}: {exc!r}") from exc
 
 
 def create_app(
@@ -84,7 +95,8 @@ def create_app(
     policy: ErrorPolicy | None = None,
     journal: Journal | None = None,
 ) -> MemoryApp:
-    """``journal``: where the pairing stage journals the turns it makes (embedded mode)."""
+    """``journal``: where the pairing stage journals the turns it makes (embedded mode); with
+    one, the service's sends are not awaited to the broker (``MemoryApp.await_delivery``)."""
     app = ShortWaitApp(
         settings.app_id,
         fetch_max_wait_ms=settings.consumer_fetch_max_wait_ms,
@@ -187,7 +199,8 @@ def create_app(
     ]
     for topic, stage in stages:
         _attach(app, topics[topic], stage, settings)
-    return MemoryApp(app, topics, settings, senders)
+    journaled = journal is not None and not isinstance(journal, NoJournal)
+    return MemoryApp(app, topics, settings, senders, await_delivery=not journaled)
 
 
 def _counted(topic: Any, deps: Deps) -> Send:

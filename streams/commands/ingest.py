@@ -20,7 +20,7 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,8 @@ from streams.progress import Progress, amount, open_progress
 SHOWN_INVALID = 10  # enough to see what is wrong with a file, not a screen per bad line
 DETAIL_EVERY_LINES = 500
 JOURNAL_CHUNK = 256  # turns journaled per fsynced transaction before they are sent
+# Half the API's default body limit (MEMORYOS_MAX_BODY_BYTES, 1 MiB): 256 long turns passed it.
+MAX_REQUEST_BYTES = 512 * 1024
 
 
 @dataclass
@@ -136,33 +138,60 @@ async def post_file(
     progress: Progress,
     track: bool = False,
     messages: bool = False,
+    max_bytes: int = MAX_REQUEST_BYTES,
 ) -> Sent:
-    """Send every valid line of ``path`` to the stack's HTTP API, a chunk per request; a line
+    """Send every valid line of ``path`` to the stack's HTTP API, a chunk per request (split
+    further so that no request passes ``max_bytes`` of JSON, under the API's body limit); a line
     is acknowledged when the stack accepted it (journaled, so it survives a crash and a
     roll). A request that fails counts its lines as failed: not sent again, because a turn
     sent twice while the first copy is still on its way could be linked twice."""
     report = Sent(path, track=track, by="the stack")
     started = time.monotonic()
     async for chunk in _chunks(path, report, progress, messages, started):
-        items = [event.model_dump(mode="json") for event in chunk]
-        report.sent += len(chunk)
-        try:
-            if messages:
-                answer: Any = await client.add_messages(items)
-            else:
-                answer = await client.add_turns(items)
-        except MemoryOSClientError as exc:
-            for _ in chunk:
-                report.failure(str(exc))
-            continue
-        for event, result in zip(chunk, answer.results, strict=True):
-            if result.error is not None:
-                report.failure(result.error)
-            else:
-                report.accepted(event)
+        for request in _requests(chunk, max_bytes):
+            await _post_request(client, request, report, messages)
     report.seconds = time.monotonic() - started
     progress.detail(report.detail())
     return report
+
+
+def _requests(
+    chunk: list[TurnEvent | MessageEvent], max_bytes: int
+) -> Iterator[list[tuple[TurnEvent | MessageEvent, dict[str, Any]]]]:
+    """The chunk as requests of at most ``max_bytes`` of JSON each (a larger line alone)."""
+    request: list[tuple[TurnEvent | MessageEvent, dict[str, Any]]] = []
+    size = 2  # the list's brackets
+    for event in chunk:
+        item = event.model_dump(mode="json")
+        item_size = len(dumps(item)) + 1  # and its comma
+        if request and size + item_size > max_bytes:
+            yield request
+            request, size = [], 2
+        request.append((event, item))
+        size += item_size
+    if request:
+        yield request
+
+
+async def _post_request(
+    client: AsyncMemoryClient,
+    request: list[tuple[TurnEvent | MessageEvent, dict[str, Any]]],
+    report: Sent,
+    messages: bool,
+) -> None:
+    items = [item for _, item in request]
+    report.sent += len(request)
+    try:
+        answer: Any = await (client.add_messages(items) if messages else client.add_turns(items))
+    except MemoryOSClientError as exc:
+        for _ in request:
+            report.failure(str(exc))
+        return
+    for (event, _), result in zip(request, answer.results, strict=True):
+        if result.error is not None:
+            report.failure(result.error)
+        else:
+            report.accepted(event)
 
 
 async def _chunks(

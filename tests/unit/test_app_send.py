@@ -10,12 +10,13 @@ import pytest
 
 from schemas.errors import BrokerError
 from schemas.topics import MTM, TURNS
+from streams import app as app_module
 from streams.app import MemoryApp
 
 pytestmark = pytest.mark.asyncio
 
 
-def app_with(deliveries: dict[str, asyncio.Future[Any]]) -> MemoryApp:
+def app_with(deliveries: dict[str, asyncio.Future[Any]], journaled: bool = False) -> MemoryApp:
     """Senders as Faust's: the send returns the delivery's future, not yet resolved."""
 
     def sender(topic: str) -> Any:
@@ -25,7 +26,8 @@ def app_with(deliveries: dict[str, asyncio.Future[Any]]) -> MemoryApp:
         return send
 
     senders = {topic: sender(topic) for topic in deliveries}
-    return MemoryApp(app=None, topics={}, settings=None, senders=senders)  # type: ignore[arg-type]
+    return MemoryApp(app=None, topics={}, settings=None, senders=senders,  # type: ignore[arg-type]
+                     await_delivery=not journaled)  # fmt: skip
 
 
 async def test_a_turn_returns_only_once_the_broker_has_it() -> None:
@@ -45,3 +47,19 @@ async def test_a_failed_delivery_is_a_broker_error() -> None:
     deliveries[TURNS].set_exception(ConnectionError("broker gone"))
     with pytest.raises(BrokerError, match=r"did not take a record for memoryos\.turns"):
         await app_with(deliveries).send(TURNS, b"u", b"turn")
+
+
+async def test_a_delivery_that_never_comes_fails_within_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(app_module, "DELIVERY_TIMEOUT_S", 0.05)
+    deliveries = {TURNS: asyncio.get_running_loop().create_future()}
+    with pytest.raises(BrokerError):
+        await asyncio.wait_for(app_with(deliveries).send(TURNS, b"u", b"turn"), 5.0)
+
+
+async def test_with_the_journal_a_turn_is_not_held_for_the_broker() -> None:
+    """The journal makes it durable; waiting per send made a roll's catch-up one record per
+    round trip, slower than a bulk ingest journals them."""
+    deliveries = {TURNS: asyncio.get_running_loop().create_future()}
+    await asyncio.wait_for(app_with(deliveries, journaled=True).send(TURNS, b"u", b"t"), 1.0)
