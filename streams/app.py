@@ -81,7 +81,8 @@ class MemoryApp:
         try:
             delivery = await self.senders[topic](key=key, value=value)
             if durable and inspect.isawaitable(delivery):
-                await asyncio.wait_for(delivery, DELIVERY_TIMEOUT_S)
+                # shielded: a late delivery still completes Faust's own future and callback
+                await asyncio.wait_for(asyncio.shield(delivery), DELIVERY_TIMEOUT_S)
         except Exception as exc:
             if not durable:
                 raise

@@ -311,7 +311,9 @@ async def _post(args: argparse.Namespace, settings: Settings, progress: Progress
                 f"the embedded broker is reached through its stack, and no memoryos stack "
                 f"answers at {url} ({exc}); start it with `memoryos up`, or name it with --url"
             ) from exc
-        return await post_file(args.file, client, progress, args.wait, args.messages)
+        # half the stack's body limit (JSON of the same lines may be written a little longer)
+        max_bytes = min(MAX_REQUEST_BYTES, settings.max_body_bytes // 2)
+        return await post_file(args.file, client, progress, args.wait, args.messages, max_bytes)
 
 
 def main(args: argparse.Namespace, settings: Settings) -> int:

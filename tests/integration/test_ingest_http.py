@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import orjson
@@ -37,3 +38,18 @@ def test_a_chunk_is_split_by_bytes_and_an_oversized_line_goes_alone() -> None:
     requests = list(ingest_command._requests(list(turns), max_bytes=3000))
     assert [len(r) for r in requests] == [2, 1, 1]
     assert [event for request in requests for event, _ in request] == list(turns)
+
+
+@pytest.mark.asyncio
+async def test_requests_stay_under_a_lower_configured_body_limit(tmp_path: Path) -> None:
+    """MEMORYOS_MAX_BODY_BYTES below the 1 MiB default: the fixed 512 KB requests were all
+    answered 413 (a review: 0 of 1,000 acknowledged at 256 KB)."""
+    turns = make_turns("small", [(f"q{i} " + "words " * 250, f"a{i}") for i in range(300)])
+    path = tmp_path / "turns.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(t.model_dump(mode="json")) + b"\n" for t in turns))
+    async with running_stack(tmp_path / "data", max_body_bytes=64 * 1024) as stack:
+        args = argparse.Namespace(
+            file=path, url=f"http://127.0.0.1:{stack.port}", wait=False, messages=False
+        )
+        report = await ingest_command._post(args, stack.settings, NO_PROGRESS)
+        assert report.acknowledged == 300, report.first_failure

@@ -56,6 +56,7 @@ async def test_a_delivery_that_never_comes_fails_within_its_bound(
     deliveries = {TURNS: asyncio.get_running_loop().create_future()}
     with pytest.raises(BrokerError):
         await asyncio.wait_for(app_with(deliveries).send(TURNS, b"u", b"turn"), 5.0)
+    assert not deliveries[TURNS].cancelled(), "Faust's own future is left to complete"
 
 
 async def test_with_the_journal_a_turn_is_not_held_for_the_broker() -> None:
