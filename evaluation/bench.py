@@ -78,7 +78,13 @@ def main(args: argparse.Namespace, settings: Settings, progress: Progress = NO_P
     for noisy in ("httpx", "httpx2", "openai"):  # a line per LLM call would bury the progress
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if args.soak:
-        plan = SoakPlan(args.soak, args.soak_rate, args.soak_users, args.soak_retrieves)
+        plan = SoakPlan(
+            args.soak,
+            args.soak_rate,
+            args.soak_users,
+            args.soak_retrieves,
+            heap_profile=args.soak_heap_profile,
+        )
         return asyncio.run(run_soak_bench(settings, Path(args.out), plan, progress))
     return asyncio.run(run_bench(settings, Path(args.out), sizes, progress))
 

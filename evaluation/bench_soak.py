@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import os
 import random
+import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from adapters.ports import PAGES
 from adapters.settings import Settings
 from evaluation.bench_common import parts, percentiles_ms, say
 from evaluation.bench_data import START, conversation
+from evaluation.memory_parts import HeapProfile, memory_parts
 from evaluation.scratch import fresh_stack
 from schemas.turn import TurnEvent
 from streams.roll import rss_bytes
@@ -44,6 +46,7 @@ class SoakPlan:
     retrieves_per_s: float
     sample_s: float = 5.0
     seed: int = 20250606
+    heap_profile: bool = False  # tracemalloc snapshots at half time and at the end
 
 
 @dataclass
@@ -54,6 +57,7 @@ class SoakRun:
     sent: dict[str, int] = field(default_factory=dict)
     mismatched: list[str] = field(default_factory=list)
     drained_s: float = -1.0
+    heap: HeapProfile = field(default_factory=HeapProfile)
 
 
 def user_turns(user: str, seed: int) -> Iterator[TurnEvent]:
@@ -65,20 +69,6 @@ def user_turns(user: str, seed: int) -> Iterator[TurnEvent]:
         for item in conversation(user, BLOCK, rng, start=start, prefix=f"b{block:05d}-"):
             yield item.turn
         block += 1
-
-
-def rss_parts_mb(pid: int) -> dict[str, float]:
-    """Anonymous (heap) and file-backed (mapped files: the store's segments, libraries) RSS."""
-    parts_mb = {"rss_anon_mb": 0.0, "rss_file_mb": 0.0}
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return parts_mb
-    for line in status.splitlines():
-        name, _, value = line.partition(":")
-        if name in ("RssAnon", "RssFile"):
-            parts_mb[f"rss_{name[3:].lower()}_mb"] = round(int(value.split()[0]) / 1024, 1)
-    return parts_mb
 
 
 def folder_bytes(path: Path) -> int:
@@ -107,7 +97,7 @@ async def sample(stack: Stack, run: SoakRun, started: float) -> dict[str, float]
         "turns_sent": sum(run.sent.values()),
         "pages_stored": await deps.store.count(PAGES),
         "process_rss_mb": round(rss_bytes(os.getpid()) / 2**20, 1),
-        **rss_parts_mb(os.getpid()),
+        **memory_parts(os.getpid(), stack.settings.data_dir),
         "broker_rss_mb": round(rss_bytes(broker_pid) / 2**20, 1),
         "store_mb": round(await asyncio.to_thread(folder_bytes, store) / 2**20, 1),
         "data_dir_mb": round(
@@ -178,6 +168,9 @@ async def run_soak(settings: Settings, plan: SoakPlan) -> SoakRun:
     async with fresh_stack(settings, drain_timeout_s=30.0, prefix="memoryos-soak-") as stack:
         started = time.monotonic()
         deadline = started + plan.minutes * 60
+        if plan.heap_profile:
+            run.heap.start()
+        halfway: float | None = started + plan.minutes * 30 if plan.heap_profile else None
         tasks = [
             asyncio.create_task(_ingest(stack, plan, run, deadline)),
             asyncio.create_task(_retrieve(stack, plan, run, deadline)),
@@ -186,7 +179,11 @@ async def run_soak(settings: Settings, plan: SoakPlan) -> SoakRun:
             point = await sample(stack, run, started)
             run.samples.append(point)
             say(" ".join(f"{k}={v}" for k, v in point.items()))
+            if halfway is not None and time.monotonic() >= halfway:
+                run.heap.mark()  # after warm-up: the second half's growth is what stays
+                halfway = None
             await asyncio.wait(tasks, timeout=plan.sample_s)
+        run.heap.finish()
         for task in tasks:
             task.result()  # a failed driver fails the run
         say("soak: ingest over; waiting for the pipeline to drain")
@@ -254,16 +251,28 @@ def chain_shifts(ids: list[str], points: list[Any]) -> str:
     )
 
 
+PARTS = (
+    "process_rss_mb", "rss_anon_mb", "rss_file_mb", "rss_data_files_mb", "malloc_in_use_mb",
+    "malloc_free_mb", "traced_mb", "py_blocks_k", "store_mb", "pages_stored",
+)  # fmt: skip
+
+
 def summary(run: SoakRun) -> dict[str, Any]:
     """Peaks, and the slope over the second half: flat memory shows as ~0 MB per 1,000 turns."""
     points = [p for p in run.samples if p["turns_sent"] > 0]
     half = [p for p in points if p["t_s"] >= points[-1]["t_s"] / 2] if points else []
 
     def slope(key: str) -> float:
-        if len(half) < 2 or half[-1]["turns_sent"] == half[0]["turns_sent"]:
+        """MB per 1,000 turns, least squares over the second half: the rolls' and vacuums'
+        saw-teeth would swing a slope taken between two samples."""
+        rows = [p for p in half if key in p]
+        if len(rows) < 2:
             return 0.0
-        turns = half[-1]["turns_sent"] - half[0]["turns_sent"]
-        return round((half[-1][key] - half[0][key]) / turns * 1000, 2)
+        xs = [p["turns_sent"] / 1000 for p in rows]
+        try:
+            return round(statistics.linear_regression(xs, [p[key] for p in rows]).slope, 2)
+        except statistics.StatisticsError:  # no turns sent over the half
+            return 0.0
 
     def peak(key: str, among: list[dict[str, float]]) -> float:
         return max((p[key] for p in among), default=0.0)
@@ -283,6 +292,9 @@ def summary(run: SoakRun) -> dict[str, Any]:
         "process_rss_mb_peak_second_half": peak("process_rss_mb", half),
         "broker_rss_mb_peak": peak("broker_rss_mb", points),
         "process_rss_mb_per_1000_turns_second_half": slope("process_rss_mb"),
+        "mb_per_1000_turns_second_half": {
+            key: slope(key) for key in PARTS if any(key in p for p in half)
+        },
         "store_mb_end": points[-1]["store_mb"] if points else 0.0,
         "consumer_lag_max": max(lags, default=0),
         "drained_after_s": run.drained_s,

@@ -25,6 +25,7 @@ def soak_result(run: SoakRun, machine: dict[str, Any], budget_mb: int) -> dict[s
         "summary": summary(run),
         "machine": machine,
         "mismatched": run.mismatched,
+        "heap_growth_second_half": run.heap.growth,
         "series": run.samples,
     }
 

@@ -207,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="soak: users, round-robin (default 200)")  # fmt: skip
     bench.add_argument("--soak-retrieves", type=float, default=2.0, metavar="PER_S",
                        help="soak: retrievals per second (default 2)")  # fmt: skip
+    bench.add_argument("--soak-heap-profile", action="store_true",
+                       help="soak: trace Python's heap (tracemalloc) and list the source lines "
+                       "whose memory grew over the second half (bench.json)")  # fmt: skip
     _quiet_flag(bench)
     bench.set_defaults(handler=_lazy("evaluation.commands", "bench"))
 

@@ -1,0 +1,145 @@
+"""Where a process's resident memory is, for the soak (issue 18): which part grows per turn.
+
+RSS alone cannot tell a leak from the store's growth. The parts sampled here:
+
+- ``rss_anon_mb`` / ``rss_file_mb``: anonymous memory (heaps, native buffers) against pages of
+  mapped files (``/proc/PID/status``);
+- ``rss_data_files_mb``: of the file-backed part, the pages of files under the data folder
+  (the store's mapped segments, the journal): the store, not the process, and clean pages the
+  kernel can drop under pressure (``/proc/PID/smaps``);
+- ``malloc_in_use_mb`` / ``malloc_free_mb``: glibc's heap, in use and free (``mallinfo2``:
+  Rust's and sqlite's allocations, Python's objects over 512 bytes). Free chunks stay counted
+  after ``malloc_trim`` hands their pages back, so the free figure is not all resident;
+- ``py_blocks_k``: Python's live allocated blocks in thousands (``sys.getallocatedblocks``);
+- ``traced_mb``: bytes Python allocated since tracing began, when the soak traces the heap.
+
+A heap profile (:class:`HeapProfile`) compares two ``tracemalloc`` snapshots and names the
+source lines whose memory grew most between them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import tracemalloc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MB = 2**20
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+            "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def _mallinfo2() -> Any:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6")
+        function = libc.mallinfo2  # glibc 2.33 and later
+        function.restype = _Mallinfo2
+        return function
+    return None
+
+
+_MALLINFO2 = _mallinfo2()
+
+
+def status_parts_mb(pid: int) -> dict[str, float]:
+    """Anonymous and file-backed RSS from ``/proc/PID/status``; zeros when unreadable."""
+    parts_mb = {"rss_anon_mb": 0.0, "rss_file_mb": 0.0}
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return parts_mb
+    for line in status.splitlines():
+        name, _, value = line.partition(":")
+        if name in ("RssAnon", "RssFile"):
+            parts_mb[f"rss_{name[3:].lower()}_mb"] = round(int(value.split()[0]) / 1024, 1)
+    return parts_mb
+
+
+def mapped_under_mb(pid: int, folder: Path) -> float:
+    """Resident pages of files under ``folder`` mapped by the process (``smaps``), in MB."""
+    prefix = str(folder.resolve())
+    total_kb, inside = 0, False
+    try:
+        smaps = Path(f"/proc/{pid}/smaps").read_text()
+    except OSError:
+        return 0.0
+    for line in smaps.splitlines():
+        head = line.split(None, 5)
+        if head and "-" in head[0] and len(head) >= 5:  # a mapping's header line
+            inside = len(head) == 6 and head[5].startswith(prefix)
+        elif inside and line.startswith("Rss:"):
+            total_kb += int(line.split()[1])
+    return round(total_kb / 1024, 1)
+
+
+def heap_parts_mb() -> dict[str, float]:
+    """This process's glibc heap and Python's block count; empty without glibc 2.33+."""
+    parts: dict[str, float] = {"py_blocks_k": round(sys.getallocatedblocks() / 1000, 1)}
+    if _MALLINFO2 is not None:
+        info = _MALLINFO2()
+        parts["malloc_in_use_mb"] = round((info.uordblks + info.hblkhd) / MB, 1)
+        parts["malloc_free_mb"] = round(info.fordblks / MB, 1)
+    if tracemalloc.is_tracing():
+        parts["traced_mb"] = round(tracemalloc.get_traced_memory()[0] / MB, 1)
+    return parts
+
+
+def memory_parts(pid: int, data_dir: Path) -> dict[str, float]:
+    """Every part above for ``pid``; the heap parts only when ``pid`` is this process."""
+    parts = {**status_parts_mb(pid), "rss_data_files_mb": mapped_under_mb(pid, data_dir)}
+    if pid == os.getpid():
+        parts.update(heap_parts_mb())
+    return parts
+
+
+@dataclass
+class HeapProfile:
+    """Two ``tracemalloc`` snapshots: after warm-up and at the end; the growth between them.
+
+    One frame per allocation keeps tracing's cost to a fraction of the run's CPU; the line
+    that allocated is enough to name the holder.
+    """
+
+    top: int = 25
+    _first: tracemalloc.Snapshot | None = None
+    growth: list[dict[str, Any]] = field(default_factory=list)
+
+    def start(self) -> None:
+        tracemalloc.start(1)
+
+    def mark(self) -> None:
+        self._first = self._take()
+
+    def finish(self) -> None:
+        if self._first is None or not tracemalloc.is_tracing():
+            return
+        last = self._take()
+        for stat in last.compare_to(self._first, "lineno")[: self.top]:
+            frame = stat.traceback[0]
+            self.growth.append(
+                {
+                    "where": f"{frame.filename}:{frame.lineno}",
+                    "grew_kb": round(stat.size_diff / 1024, 1),
+                    "blocks_grew": stat.count_diff,
+                    "kb_at_end": round(stat.size / 1024, 1),
+                }
+            )
+        tracemalloc.stop()
+
+    @staticmethod
+    def _take() -> tracemalloc.Snapshot:
+        snapshot = tracemalloc.take_snapshot()
+        ignored = (tracemalloc.__file__, "<unknown>")
+        return snapshot.filter_traces([tracemalloc.Filter(False, name) for name in ignored])

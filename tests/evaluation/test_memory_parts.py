@@ -1,0 +1,58 @@
+"""The soak's memory breakdown: mapped data files, glibc's heap, and the heap profile."""
+
+from __future__ import annotations
+
+import inspect
+import mmap
+import os
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from evaluation.memory_parts import HeapProfile, heap_parts_mb, mapped_under_mb, memory_parts
+
+
+def test_pages_of_a_mapped_data_file_count_under_the_data_folder(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / "segment.bin"
+    path.write_bytes(b"\1" * (8 * 2**20))
+    before = mapped_under_mb(os.getpid(), data)
+    with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        touched = sum(view[offset] for offset in range(0, len(view), 4096))  # fault every page
+        assert touched == 2048
+        assert mapped_under_mb(os.getpid(), data) - before >= 7.9
+        assert mapped_under_mb(os.getpid(), tmp_path / "elsewhere") == 0.0
+
+
+def test_the_heap_parts_name_glibcs_heap_and_pythons_blocks() -> None:
+    parts = heap_parts_mb()
+    assert parts["py_blocks_k"] > 0
+    if os.uname().sysname == "Linux":  # glibc 2.33+: every machine we run on
+        assert parts["malloc_in_use_mb"] > 0
+        assert "malloc_free_mb" in parts
+
+
+def test_another_process_gets_no_heap_parts(tmp_path: Path) -> None:
+    parts = memory_parts(1, tmp_path)
+    assert "py_blocks_k" not in parts
+    assert "rss_data_files_mb" in parts
+
+
+def test_the_heap_profile_names_the_line_that_kept_memory() -> None:
+    profile = HeapProfile(top=5)
+    profile.start()
+    try:
+        profile.mark()
+        line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        kept = [bytes(1000) + bytes([i % 256]) for i in range(3000)]  # about 3 MB kept
+        profile.finish()
+    finally:
+        if tracemalloc.is_tracing():  # finish stops it; a failure before must not leave it on
+            tracemalloc.stop()
+    assert len(kept) == 3000
+    top = profile.growth[0]
+    assert top["where"] == f"{__file__}:{line}"
+    assert top["grew_kb"] == pytest.approx(3000 * 1033 / 1024, rel=0.1)
+    assert top["blocks_grew"] >= 3000
