@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, get_args
 from uuid import uuid4
 
+import aiorwlock
+
 from adapters import tracing
 from adapters.deps import Deps
 from adapters.journal import Journal, NoJournal
@@ -91,6 +93,9 @@ class ResponseService:
         self.journal: Journal = journal or NoJournal()
         # Held by a DELETE, and shared with the reconciler of this process (streams/stack.py).
         self.forget_lock = asyncio.Lock()
+        # Held shared by each write from its journal entry to its send; a roll's catch-up
+        # takes it alone for its last read, so no write is half done then (streams/stack.py).
+        self.writes = aiorwlock.RWLock()
         self._user_locks = UserLocks()
         self.term_counts = TermCounts(deps.repo, deps.settings.rank_counts_ttl_s)
 
@@ -100,7 +105,7 @@ class ResponseService:
         acks=all before the caller hears back."""
         # Per-user locks: a DELETE of one of these users waits until the turns are both
         # journaled and sent, so it can never drop a journal entry whose send is to come.
-        async with self._user_locks.hold({turn.user_id for turn in turns}):
+        async with self._user_locks.hold({turn.user_id for turn in turns}), self.writes.reader:
             await self.journal.append(turns)
             for turn in turns:
                 await self.sink.send(TURNS, user_key(turn.user_id), dumps(turn))
@@ -110,7 +115,8 @@ class ResponseService:
         """Messages for the pairing stage; acknowledged once durable, as turns are."""
         # Locked as turns are: a DELETE between the journal entry and its send would let a
         # message from before it reach the pairing stage behind the marker, and be kept.
-        async with self._user_locks.hold({message.user_id for message in messages}):
+        users = {message.user_id for message in messages}
+        async with self._user_locks.hold(users), self.writes.reader:
             await self.journal.append_messages(messages)
             for message in messages:
                 await self.sink.send(MESSAGES, user_key(message.user_id), dumps(message))

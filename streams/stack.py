@@ -10,13 +10,14 @@ import logging
 from collections.abc import Awaitable, Mapping
 from typing import Any, Literal
 
+import aiorwlock
 import uvicorn
 from aiokafka import AIOKafkaProducer
 
 from adapters import heap_freeze, tracing
 from adapters.deps import Deps
 from adapters.embedders.batching import MicroBatchingEmbedder
-from adapters.journal import Journal, NoJournal, open_journal
+from adapters.journal import Entry, Journal, NoJournal, open_journal
 from adapters.native_memory import release_forever
 from adapters.settings import Settings
 from adapters.store_vacuum import vacuum_forever
@@ -37,6 +38,7 @@ from streams.retention import ensure_topics
 from streams.roll import BrokerWatch, GatedSink
 
 log = logging.getLogger(__name__)
+CATCH_UP_FREE_ROUNDS = 8  # reads beside the clients' writes before the last, exclusive one
 CATCH_UP_ATTEMPTS = 5  # 0.5 + 1 + 2 + 4 s of backoff before a roll gives up on a send
 ROLL_RETRY_MAX_S = 30.0  # the longest wait between two tries of a failed roll
 ROLL_BOUND_S = 180.0  # a roll's try beyond its drain: a hung start counts as failed
@@ -73,6 +75,17 @@ Role = Literal["all", "worker", "service"]
 LAG_INTERVAL_S = 5.0
 
 
+@dataclasses.dataclass
+class _CatchUp:
+    """How far a catch-up has sent: the journal's turn and message sequence numbers, and the
+    DELETE markers sent (user -> the DELETE's time)."""
+
+    seq: int
+    message_seq: int
+    marked: dict[str, float]
+    sent: int = 0
+
+
 class Stack:
     """One process of MemoryOS. ``all``: embedded everything (`memoryos up`); ``worker``: the
     Faust agents plus health and metrics; ``service``: the stateless HTTP API only."""
@@ -105,6 +118,7 @@ class Stack:
         self.journal: Journal = NoJournal()
         self.reconciler: Reconciler | None = None
         self._forget_lock = asyncio.Lock()
+        self._writes = aiorwlock.RWLock()  # shared by writers, taken alone by the catch-up
         self.gate: GatedSink | None = None
         self.watch: BrokerWatch | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -149,6 +163,7 @@ class Stack:
             self.gate = GatedSink(self._send, journaled, settings.drain_timeout_s + 60)
             self.service = ResponseService(self._service_deps(), self.gate, self.journal)
             self.service.forget_lock = self._forget_lock
+            self.service.writes = self._writes
             await self._start_pipeline()
             # a backlog beyond one reconciler read, before any client can add a later turn
             await self.catch_up_journal()
@@ -297,51 +312,80 @@ class Stack:
     async def catch_up_journal(self) -> int:
         """Send the DELETE markers, turns and bus messages journaled after the reconciler's
         start pass read the journal (during a roll, with the gate closed) or past that read's
-        limit (a backlog at start), oldest first, until a read finds none and no send was
-        dropped while it ran; then it opens the gate, in the same step as that last check.
-        Opening it anywhere later let a batch acknowledged in between be dropped by the closed
-        gate with no read to come: `recycle_broker` runs the roll under `asyncio.wait_for`,
-        a task of its own, so other tasks ran between this return and its `finally`, and a
-        soak lost each such batch's turns (their users' next turns were stored first, and the
-        reconciler took them for processed). So nothing is sent before an earlier turn or
-        message of its user; at start no client is served yet. Returns how many were sent."""
+        limit (a backlog at start), oldest first, then open the gate. Returns how many were
+        sent.
+
+        Rounds of read-then-send run while clients keep writing, until a read finds nothing
+        or `CATCH_UP_FREE_ROUNDS` have run. The last round holds the writers' lock alone
+        (`ResponseService.writes`; turns and messages hold it shared from their journal write
+        to their send): no write is then between the two, so the last read sees every turn
+        whose send the gate dropped, and the gate opens before the lock is let go. Without
+        that lock the catch-up could only stop when a read found nothing and no send was
+        dropped while it ran, which steady concurrent writes can keep from ever happening.
+        The gate opens in that same step: opened later (a roll's `finally`, once under
+        `asyncio.wait_for`, a task of its own), a batch acknowledged in between was dropped
+        with no read to come, and a soak lost its turns. So nothing is sent before an earlier
+        turn or message of its user; at start no client is served yet."""
         assert self.gate is not None
         assert self.reconciler is not None
-        assert self.deps is not None
-        seq, message_seq = self.reconciler.read_through, self.reconciler.messages_read_through
-        marked = dict(self.reconciler.forgetting)  # the start pass sent these markers
-        sent = 0
-        while True:
-            dropped = self.gate.dropped
+        catch_up = _CatchUp(
+            seq=self.reconciler.read_through,
+            message_seq=self.reconciler.messages_read_through,
+            marked=dict(self.reconciler.forgetting),  # the start pass sent these markers
+        )
+        for _ in range(CATCH_UP_FREE_ROUNDS):
             async with self._forget_lock:  # a DELETE is wholly before these reads or after
-                forgetting = await self.deps.repo.open_tombstones()
-                entries = await self.journal.pending(after=seq)
-                messages = await self.journal.pending_messages(after=message_seq)
-            # A DELETE's marker dropped by the gate goes before its user's later turns and
-            # messages: the pairing stage drops a message that arrives ahead of the marker.
-            # Only the embedded broker's gate drops markers: on Kafka a service replica sent
-            # its own, and a second copy behind the user's next turn would purge that turn.
-            markers = [
-                (user, at)
-                for user, at in forgetting.items()
-                if self.reconciler.embedded and marked.get(user) != at
-            ]
-            for user_id, at in markers:
-                marker = dumps(ForgetUser(user_id=user_id, at=at))
-                await self._send_patiently(TURNS, user_key(user_id), marker)
-                await self._send_patiently(MESSAGES, user_key(user_id), marker)
-                marked[user_id], sent = at, sent + 1
-            for entry in entries:
-                await self._send_patiently(TURNS, user_key(entry.user_id), entry.value)
-                seq, sent = entry.seq, sent + 1
-            for entry in messages:
-                await self._send_patiently(MESSAGES, user_key(entry.user_id), entry.value)
-                message_seq, sent = entry.seq, sent + 1
-            if not (entries or messages or markers) and self.gate.dropped == dropped:
-                self.gate.open(self._send)  # no await since the check: nothing slips between
-                if sent:
-                    log.info("sent %d more journaled turns past the reconciler's read", sent)
-                return sent
+                found = await self._catch_up_read(catch_up)
+            if not any(found):
+                break
+            await self._catch_up_send(catch_up, *found)
+        async with self._forget_lock, self._writes.writer:
+            while any(found := await self._catch_up_read(catch_up)):  # a read is capped
+                await self._catch_up_send(catch_up, *found)
+            self.gate.open(self._send)
+        if catch_up.sent:
+            log.info("sent %d more journaled turns past the reconciler's read", catch_up.sent)
+        return catch_up.sent
+
+    async def _catch_up_read(
+        self, catch_up: _CatchUp
+    ) -> tuple[list[tuple[str, float]], list[Entry], list[Entry]]:
+        """The DELETE markers the gate dropped, and the turns and messages journaled since the
+        last read; the caller holds the forget lock."""
+        assert self.deps is not None
+        assert self.reconciler is not None
+        forgetting = await self.deps.repo.open_tombstones()
+        entries = await self.journal.pending(after=catch_up.seq)
+        messages = await self.journal.pending_messages(after=catch_up.message_seq)
+        # A DELETE's marker dropped by the gate goes before its user's later turns and
+        # messages: the pairing stage drops a message that arrives ahead of the marker.
+        # Only the embedded broker's gate drops markers: on Kafka a service replica sent
+        # its own, and a second copy behind the user's next turn would purge that turn.
+        markers = [
+            (user, at)
+            for user, at in forgetting.items()
+            if self.reconciler.embedded and catch_up.marked.get(user) != at
+        ]
+        return markers, entries, messages
+
+    async def _catch_up_send(
+        self,
+        catch_up: _CatchUp,
+        markers: list[tuple[str, float]],
+        entries: list[Entry],
+        messages: list[Entry],
+    ) -> None:
+        for user_id, at in markers:
+            marker = dumps(ForgetUser(user_id=user_id, at=at))
+            await self._send_patiently(TURNS, user_key(user_id), marker)
+            await self._send_patiently(MESSAGES, user_key(user_id), marker)
+            catch_up.marked[user_id], catch_up.sent = at, catch_up.sent + 1
+        for entry in entries:
+            await self._send_patiently(TURNS, user_key(entry.user_id), entry.value)
+            catch_up.seq, catch_up.sent = entry.seq, catch_up.sent + 1
+        for entry in messages:
+            await self._send_patiently(MESSAGES, user_key(entry.user_id), entry.value)
+            catch_up.message_seq, catch_up.sent = entry.seq, catch_up.sent + 1
 
     async def _send_patiently(self, topic: str, key: bytes, value: bytes) -> None:
         """A catch-up send, retried with backoff: giving up opens the gate with the turn unsent,

@@ -16,6 +16,7 @@ from schemas.errors import BrokerError
 from schemas.records import ForgetUser
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
+from service.response import ResponseService
 from streams.roll import GatedSink
 from streams.stack import Stack
 from tests.support.stacks import make_turns
@@ -173,12 +174,13 @@ async def test_deletes_racing_the_catch_up_keep_each_users_order(tmp_path: Path)
 
 
 class AcksAfterTheLastRead(SqliteJournal):
-    """On the catch-up's last read, a turn is journaled and its send queued as a task of its
-    own: the task runs at the catch-up's next suspension, whatever that is."""
+    """When a catch-up read finds nothing, a client's turn is written as the service writes
+    one (journal, then send, holding the writers' lock shared), as a task of its own: it
+    runs at the catch-up's next suspension, whatever that is."""
 
-    def __init__(self, path: Path, late: TurnEvent, gate: GatedSink) -> None:
+    def __init__(self, path: Path, late: TurnEvent, stack: Stack) -> None:
         super().__init__(path)
-        self.late, self.gate, self.empty = late, gate, False
+        self.late, self.stack, self.empty = late, stack, False
         self.tasks: list[asyncio.Task[None]] = []
 
     async def pending(self, limit: int = 10_000, after: int = 0):  # type: ignore[no-untyped-def]
@@ -189,25 +191,68 @@ class AcksAfterTheLastRead(SqliteJournal):
     async def pending_messages(self, limit: int = 10_000, after: int = 0):  # type: ignore[no-untyped-def]
         found = await super().pending_messages(limit, after)
         if self.empty and not self.tasks:
-            await self.append([self.late])
-            send = self.gate.send(TURNS, b"u", dumps(self.late))
-            self.tasks.append(asyncio.get_running_loop().create_task(send))
+            self.tasks.append(asyncio.get_running_loop().create_task(self.write()))
         return found
+
+    async def write(self) -> None:
+        assert self.stack.gate is not None
+        async with self.stack._writes.reader:
+            await self.append([self.late])
+            await self.stack.gate.send(TURNS, b"u", dumps(self.late))
 
 
 async def test_a_send_queued_behind_the_last_empty_read_is_not_dropped(tmp_path: Path) -> None:
-    """Pins "in the same step": the gate opened after any await (even one `sleep(0)`) lets
-    the queued send run first, against the closed gate, with no read left to find its turn.
-    (From a review: the test above only sees whether the gate is open at the return.)"""
+    """A turn written while the catch-up makes its last read is either wholly before that
+    read (journaled, its send dropped, the read finds it) or after the gate opened (sent):
+    never dropped with no read to come. (From a review: the gate once opened after an
+    await, which let such a send run against the closed gate.)"""
     turns = make_turns("u", [(f"step {i}", f"ok {i}") for i in range(2)])
     stack, sent, gate = stack_with(tmp_path, read_through=0)
-    journal = AcksAfterTheLastRead(tmp_path / "journal.sqlite3", turns[1], gate)
+    journal = AcksAfterTheLastRead(tmp_path / "journal.sqlite3", turns[1], stack)
     stack.journal = journal
     await journal.append(turns[:1])
     await stack.catch_up_journal()
     await asyncio.gather(*journal.tasks)
-    assert gate.dropped == 0
+    assert journal.tasks, "the write raced the catch-up"
     assert sent == [dumps(t) for t in turns]
+
+
+async def test_the_catch_up_ends_under_steady_concurrent_writes(tmp_path: Path) -> None:
+    """Eight clients write as fast as they can through the service while a roll catches up.
+    Before the writers' lock the catch-up stopped only when a read found nothing and no send
+    was dropped while it ran, and a review's script kept it from stopping for 8 s. With the
+    lock its last read excludes writes: it ends while the clients still write, and every
+    turn is sent once, after its user's earlier turns."""
+    stack, sent, gate = stack_with(tmp_path, read_through=0)
+    stack.journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    deps = SimpleNamespace(repo=None, settings=Settings(data_dir=tmp_path))
+    service = ResponseService(deps, gate, stack.journal)  # type: ignore[arg-type]
+    service.writes = stack._writes
+    done = asyncio.Event()
+    cap = 3_000  # writes per client before the test gives up on the catch-up ending
+
+    async def client(user: str) -> int:
+        for n in range(cap):
+            if done.is_set():
+                return n
+            turn = make_turns(user, [(f"q {n}", f"a {n}")], prefix=f"{user}-{n:05d}-")[0]
+            await service.add_turns([turn])
+        return cap
+
+    clients = [asyncio.create_task(client(f"user{i}")) for i in range(8)]
+    await asyncio.sleep(0.05)  # the clients are writing, their sends dropped by the gate
+    assert gate.dropped > 0
+    await stack.catch_up_journal()
+    done.set()
+    written = await asyncio.gather(*clients)
+    assert max(written) < cap, "the catch-up ended while the clients still wrote"
+    by_user: dict[str, list[str]] = {}
+    for value in sent:
+        turn = TurnEvent.model_validate_json(value)
+        by_user.setdefault(turn.user_id, []).append(turn.turn_id)
+    for i, count in enumerate(written):
+        user = f"user{i}"
+        assert by_user[user] == [f"{user}-{n:05d}-000" for n in range(count)], user
 
 
 async def test_a_cancelled_roll_leaves_the_gate_closed(tmp_path: Path) -> None:
