@@ -30,9 +30,9 @@ from aiokafka import AIOKafkaProducer
 from adapters.journal import Journal, NoJournal, open_journal
 from adapters.settings import Settings
 from client.aio import AsyncMemoryClient
-from client.errors import MemoryOSClientError
+from client.errors import APIError, MemoryOSClientError
 from schemas.codec import decode, dumps
-from schemas.errors import BrokerError, InvalidEvent
+from schemas.errors import BrokerError, ConfigError, InvalidEvent
 from schemas.message import MessageEvent
 from schemas.topics import MESSAGES, TURNS, user_key
 from schemas.turn import TurnEvent
@@ -183,6 +183,15 @@ async def _post_request(
     report.sent += len(request)
     try:
         answer: Any = await (client.add_messages(items) if messages else client.add_turns(items))
+    except APIError as exc:
+        if exc.status in (401, 403):  # every later request would be refused the same way
+            raise ConfigError(
+                f"the stack refused the API key ({exc}); set MEMORYOS_API_KEYS to a key it "
+                f"accepts ({report.acknowledged} lines were acknowledged before this)"
+            ) from exc
+        for _ in request:
+            report.failure(str(exc))
+        return
     except MemoryOSClientError as exc:
         for _ in request:
             report.failure(str(exc))

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from client.aio import AsyncMemoryClient
+from schemas.errors import ConfigError
 from streams.commands import ingest as ingest_command
 from streams.progress import NO_PROGRESS
 from tests.support.stacks import make_turns, running_stack
@@ -53,3 +54,21 @@ async def test_requests_stay_under_a_lower_configured_body_limit(tmp_path: Path)
         )
         report = await ingest_command._post(args, stack.settings, NO_PROGRESS)
         assert report.acknowledged == 300, report.first_failure
+
+
+@pytest.mark.asyncio
+async def test_a_refused_api_key_stops_the_ingest_with_a_clear_error(tmp_path: Path) -> None:
+    """A wrong key made every request fail with 401 and the command exit 1 after the whole
+    file; it now stops at the first refusal with a message (exit 2, as any MemoryOSError)."""
+    turns = make_turns("keyed", [(f"q{i}", f"a{i}") for i in range(5)])
+    path = tmp_path / "turns.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(t.model_dump(mode="json")) + b"\n" for t in turns))
+    async with running_stack(tmp_path / "data", api_keys="the-right-key") as stack:
+        args = argparse.Namespace(
+            file=path, url=f"http://127.0.0.1:{stack.port}", wait=False, messages=False
+        )
+        wrong = stack.settings.model_copy(update={"api_keys": "a-wrong-key"})
+        with pytest.raises(ConfigError, match=r"refused the API key \(401.*0 lines were ack"):
+            await ingest_command._post(args, wrong, NO_PROGRESS)
+        right = await ingest_command._post(args, stack.settings, NO_PROGRESS)
+        assert right.acknowledged == 5
