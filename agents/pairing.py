@@ -19,7 +19,7 @@ marker in the partition) and is dropped; the marker itself purges the waiting me
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 from adapters.deps import Deps, Send
@@ -33,8 +33,10 @@ from schemas.codec import dumps
 from schemas.message import MessageEvent
 from schemas.records import ForgetUser, PairingTick
 from schemas.topics import user_key
+from schemas.turn import TurnEvent
 
 MessageInput = MessageEvent | ForgetUser | PairingTick
+WriteTurns = Callable[[Sequence[TurnEvent]], Awaitable[object]]
 
 
 class PairingAgent(OrderedStage):
@@ -47,12 +49,22 @@ class PairingAgent(OrderedStage):
         send_turn: Send,
         runner: BatchRunner[MessageInput],
         journal: Journal | None = None,
+        write_turns: WriteTurns | None = None,
     ) -> None:
+        """``write_turns``: how the turns made here are journaled and sent, when not by this
+        stage itself: the embedded stack writes them as it writes a client's (its writers'
+        lock and its gate), so during a broker roll the journal is their only sender."""
         self.deps = deps
         self.states = states
         self.send_turn = send_turn
         self.runner = runner
         self.journal: Journal = journal or NoJournal()
+        self.write_turns = write_turns or self._journal_and_send
+
+    async def _journal_and_send(self, turns: Sequence[TurnEvent]) -> None:
+        await self.journal.append(turns)
+        for turn in turns:
+            await self.send_turn(key=user_key(turn.user_id), value=dumps(turn))
 
     async def handle(self, item: Consumed[MessageInput]) -> None:
         await self.apply(item.record)
@@ -75,9 +87,8 @@ class PairingAgent(OrderedStage):
             turns = state.flush_due(min(event.at, now), wait_s)  # no tick from the future
         else:
             turns = state.receive(event, now, wait_s)
-        await self.journal.append(turns)
-        for turn in turns:
-            await self.send_turn(key=user_key(turn.user_id), value=dumps(turn))
+        if turns:
+            await self.write_turns(turns)
         data = state.to_dict()
         await self.deps.repo.save_doc(event.user_id, PAIRING_DOC, data, waiting=state.waiting > 0)
         await self._cache(event.user_id, gen, data)

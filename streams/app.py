@@ -26,7 +26,7 @@ from adapters.journal import Journal, NoJournal
 from adapters.settings import Settings
 from agents.chain import ChainAgent
 from agents.mtm import MidTermAgent
-from agents.pairing import PairingAgent
+from agents.pairing import PairingAgent, WriteTurns
 from agents.persona import PersonaAgent
 from agents.policy import ErrorPolicy, default_policy
 from agents.runtime import BatchRunner, Consumed, DeadLetterSink, KeyedDispatcher
@@ -95,9 +95,11 @@ def create_app(
     broker_url: str,
     policy: ErrorPolicy | None = None,
     journal: Journal | None = None,
+    write_turns: WriteTurns | None = None,
 ) -> MemoryApp:
     """``journal``: where the pairing stage journals the turns it makes (embedded mode); with
-    one, the service's sends are not awaited to the broker (``MemoryApp.await_delivery``)."""
+    one, the service's sends are not awaited to the broker (``MemoryApp.await_delivery``).
+    ``write_turns``: how the pairing stage writes them instead (``PairingAgent``)."""
     app = ShortWaitApp(
         settings.app_id,
         fetch_max_wait_ms=settings.consumer_fetch_max_wait_ms,
@@ -160,6 +162,7 @@ def create_app(
                 senders[TURNS],
                 runner("pairing", decode_message_input, lambda r: r.user_id),
                 journal,
+                write_turns,
             ),
         ),
         (

@@ -211,7 +211,15 @@ class Stack:
         settings = self.settings
         # every topic with its retention before a consumer's metadata request auto-creates it
         await ensure_topics(self.broker_url.removeprefix("kafka://"), settings)
-        self.memory_app = create_app(settings, self.deps, self.broker_url, journal=self.journal)
+        # With the journal and the gate, the turns the pairing stage makes are written as a
+        # client's are: a direct send beside a roll's catch-up, which reads the same journal
+        # entry and sends it too, could link a turn twice (found by review).
+        write_turns = None
+        if self.service is not None and self.gate is not None and self.gate.journaled:
+            write_turns = self.service.add_turns
+        self.memory_app = create_app(
+            settings, self.deps, self.broker_url, journal=self.journal, write_turns=write_turns
+        )
         await self.memory_app.app.start()
         self.reconciler = Reconciler(
             self.deps.repo,
@@ -339,7 +347,10 @@ class Stack:
             if not any(found):
                 break
             await self._catch_up_send(catch_up, *found)
-        async with self._forget_lock, self._writes.writer:
+        # Without the journal the gate holds writes instead of dropping them, holding the
+        # writers' lock: waiting for it alone would wait out the gate (found by review).
+        alone = self._writes.writer if self.gate.journaled else contextlib.nullcontext()
+        async with self._forget_lock, alone:
             while any(found := await self._catch_up_read(catch_up)):  # a read is capped
                 await self._catch_up_send(catch_up, *found)
             self.gate.open(self._send)

@@ -20,8 +20,10 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from client.aio import AsyncMemoryClient
 from memory.ids import message_turn_id
+from schemas.codec import dumps
 from schemas.errors import BrokerError
 from schemas.message import MessageEvent
+from schemas.topics import MESSAGES, user_key
 from streams import stack as stack_module
 from streams.commands import ingest as ingest_command
 from streams.progress import NO_PROGRESS
@@ -371,3 +373,40 @@ async def test_a_failed_roll_is_tried_again_with_the_gate_closed(
         rolls = stack.deps.metrics.broker_rolls
         assert rolls.labels(outcome="failed")._value.get() == 1
         assert rolls.labels(outcome="done")._value.get() == 1
+
+
+async def test_a_turn_the_pairing_stage_makes_while_the_gate_is_closed_is_sent_once(
+    tmp_path: Path,
+) -> None:
+    """The pairing stage journaled the turns it made and sent them to its own producer, past
+    the gate: during a roll the catch-up then read the same journal entry and sent it again,
+    and a turn sent twice can be linked twice (found by review). It now writes them as the
+    service writes a client's: with the gate closed the send is dropped and the journal
+    entry is what goes out, once."""
+    user = "roll-paired"
+    at = datetime(2024, 3, 2, 9, 0, tzinfo=UTC)
+    pair = [
+        MessageEvent(user_id=user, conversation_id="c1", message_id="m1", role="user",
+                     text="where is my parcel", timestamp=at),
+        MessageEvent(user_id=user, conversation_id="c1", message_id="m2", role="assistant",
+                     text="it left the depot", timestamp=at + timedelta(seconds=5)),
+    ]  # fmt: skip
+    async with running_stack(tmp_path / "data") as stack:
+        assert stack.service is not None
+        assert stack.gate is not None
+        assert stack.service.writes is stack._writes, "the catch-up's lock is the writers'"
+        gate, journal = stack.gate, stack.journal
+        gate.close()  # as a roll does; the messages go past it, as the reconciler sends them
+        for message in pair:
+            await stack._send(MESSAGES, user_key(user), dumps(message))
+        paired = message_turn_id(user, "m2")
+
+        async def journaled() -> bool:
+            return any(entry.user_id == user for entry in await journal.pending())
+
+        await eventually(journaled, 60, every_s=0.2)
+        assert gate.dropped == 1, "the made turn's own send was dropped by the closed gate"
+        assert await stack.catch_up_journal() == 1, "and the journal entry sent, once"
+        memory = await eventually(lambda: _pages(stack, user, 1), 60, every_s=0.5)
+        short, mid = memory_summary(memory)
+        assert short + mid == [paired]

@@ -207,7 +207,7 @@ async def test_a_send_queued_behind_the_last_empty_read_is_not_dropped(tmp_path:
     never dropped with no read to come. (From a review: the gate once opened after an
     await, which let such a send run against the closed gate.)"""
     turns = make_turns("u", [(f"step {i}", f"ok {i}") for i in range(2)])
-    stack, sent, gate = stack_with(tmp_path, read_through=0)
+    stack, sent, _ = stack_with(tmp_path, read_through=0)
     journal = AcksAfterTheLastRead(tmp_path / "journal.sqlite3", turns[1], stack)
     stack.journal = journal
     await journal.append(turns[:1])
@@ -277,3 +277,31 @@ async def test_a_cancelled_roll_leaves_the_gate_closed(tmp_path: Path) -> None:
     assert gate.closed
     await gate.send(TURNS, user_key("u"), b"a journaled turn")
     assert gate.dropped == 1, "dropped: the journal has it for the next start"
+
+
+async def test_without_the_journal_the_catch_up_does_not_wait_for_writes_held_at_the_gate(
+    tmp_path: Path,
+) -> None:
+    """MEMORYOS_JOURNAL=off: the closed gate holds a turn's send (nothing journaled to send it
+    from) while the write holds the writers' lock shared. Waiting for that lock alone waited
+    out the gate's timeout, and the write failed with 503 (found by review)."""
+    stack, sent, _ = stack_with(tmp_path, read_through=0)
+
+    async def send(topic: str, key: bytes, value: bytes) -> None:
+        sent.append(value)
+
+    stack._send = send  # type: ignore[method-assign]
+    gate = stack.gate = GatedSink(send, journaled=False, timeout_s=30)
+    gate.close()
+    deps = SimpleNamespace(repo=None, settings=Settings(data_dir=tmp_path))
+    service = ResponseService(deps, gate)  # type: ignore[arg-type]
+    service.writes = stack._writes
+    turn = make_turns("u", [("held", "at the gate")])[0]
+    write = asyncio.create_task(service.add_turns([turn]))
+    await asyncio.sleep(0.05)
+    assert not write.done(), "held at the closed gate"
+    catching_up = asyncio.create_task(stack.catch_up_journal())
+    done, _ = await asyncio.wait({catching_up}, timeout=10)  # the gate waits 30 s
+    assert done, "the catch-up did not wait for the held write"
+    assert await write == [turn.turn_id]
+    assert sent == [dumps(turn)]
