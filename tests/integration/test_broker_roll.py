@@ -71,6 +71,17 @@ async def test_every_topic_is_created_with_its_retention_read_back_from_the_brok
         assert found["memoryos.turns"]["retention.ms"] == "7200000"
 
 
+def message_pair(user: str, said: str, answered: str) -> list[MessageEvent]:
+    """A customer's message (m1) and the reply (m2) five seconds later, in conversation c1."""
+    at = datetime(2024, 3, 2, 9, 0, tzinfo=UTC)
+    return [
+        MessageEvent(user_id=user, conversation_id="c1", message_id="m1", role="user",
+                     text=said, timestamp=at),
+        MessageEvent(user_id=user, conversation_id="c1", message_id="m2", role="assistant",
+                     text=answered, timestamp=at + timedelta(seconds=5)),
+    ]  # fmt: skip
+
+
 def memory_summary(memory: dict[str, Any]) -> tuple[list[str], list[str]]:
     short = [p["turn_id"] for p in memory["short_term"]]
     mid = [p["turn_id"] for s in memory["mid_term"] for p in s["pages"]]
@@ -300,13 +311,7 @@ async def test_a_delete_after_the_start_pass_keeps_what_its_user_says_after_it(
     user = "roll-reborn"
     before = make_turns(user, [(f"{user} old secret {i}", f"noted {i}") for i in range(2)])
     after = make_turns(user, [(f"{user} fresh start", "welcome back")], prefix="n")
-    at = datetime(2024, 3, 2, 9, 0, tzinfo=UTC)
-    pair = [
-        MessageEvent(user_id=user, conversation_id="c1", message_id="m1", role="user",
-                     text="my new parcel is late", timestamp=at),
-        MessageEvent(user_id=user, conversation_id="c1", message_id="m2", role="assistant",
-                     text="it ships today", timestamp=at + timedelta(seconds=5)),
-    ]  # fmt: skip
+    pair = message_pair(user, "my new parcel is late", "it ships today")
     holder: dict[str, Stack] = {}
 
     class DeletesAfterThePass(Reconciler):
@@ -384,13 +389,7 @@ async def test_a_turn_the_pairing_stage_makes_while_the_gate_is_closed_is_sent_o
     service writes a client's: with the gate closed the send is dropped and the journal
     entry is what goes out, once."""
     user = "roll-paired"
-    at = datetime(2024, 3, 2, 9, 0, tzinfo=UTC)
-    pair = [
-        MessageEvent(user_id=user, conversation_id="c1", message_id="m1", role="user",
-                     text="where is my parcel", timestamp=at),
-        MessageEvent(user_id=user, conversation_id="c1", message_id="m2", role="assistant",
-                     text="it left the depot", timestamp=at + timedelta(seconds=5)),
-    ]  # fmt: skip
+    pair = message_pair(user, "where is my parcel", "it left the depot")
     async with running_stack(tmp_path / "data") as stack:
         assert stack.service is not None
         assert stack.gate is not None
