@@ -30,7 +30,9 @@ from evaluation.bench_common import parts, percentiles_ms, say
 from evaluation.bench_data import START, conversation
 from evaluation.memory_parts import HeapProfile, memory_parts
 from evaluation.scratch import fresh_stack
+from memory.text import _cached_stem
 from schemas.turn import TurnEvent
+from service.structured import _moment
 from streams.roll import rss_bytes
 from streams.stack import Stack
 
@@ -82,6 +84,20 @@ def folder_bytes(path: Path) -> int:
     return total
 
 
+def cache_entries_k(stack: Stack) -> dict[str, float]:
+    """Entries (thousands) of the process's bounded caches: memory that grows toward a fixed
+    bound as a long run meets new users, pages and words, then stays (issue 18)."""
+    service, deps = parts(stack)
+    store = getattr(deps.store, "inner", deps.store)  # under the metrics wrapper
+    fields = getattr(store, "cached_field_points", 0)  # Edge only
+    return {
+        "cache_term_counts_k": round(len(service.term_counts) / 1000, 1),
+        "cache_field_points_k": round(fields / 1000, 1),
+        "cache_moments_k": round(_moment.cache_info().currsize / 1000, 1),
+        "cache_stems_k": round(_cached_stem.cache_info().currsize / 1000, 1),
+    }
+
+
 async def sample(stack: Stack, run: SoakRun, started: float) -> dict[str, float]:
     _, deps = parts(stack)
     lag = -1
@@ -104,6 +120,7 @@ async def sample(stack: Stack, run: SoakRun, started: float) -> dict[str, float]
             await asyncio.to_thread(folder_bytes, stack.settings.data_dir) / 2**20, 1
         ),
         "consumer_lag": lag,
+        **cache_entries_k(stack),
         "broker_rolls": stack.watch.rolls if stack.watch is not None else 0,
         "load_1min": round(os.getloadavg()[0], 2),
     }

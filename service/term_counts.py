@@ -63,6 +63,10 @@ class TermCounts:
         self._keep(key, _Count(value, limit, self.clock()), before)
         return value
 
+    def __len__(self) -> int:
+        """(user, term) pairs counted now (the soak samples it: bounded by ``max_entries``)."""
+        return len(self._counts)
+
     def forget(self, user_id: str) -> None:
         self._forgets[user_id] = self._forgets.get(user_id, 0) + 1
         for key in [key for key in self._counts if key[0] == user_id]:

@@ -92,6 +92,11 @@ class EdgeStore:
         self._last_flush = time.monotonic()
         self._lock_fd: int | None = None
 
+    @property
+    def cached_field_points(self) -> int:
+        """Points whose ranking fields the field cache holds now (bounded; the soak samples it)."""
+        return len(self._fields)
+
     # --- lifecycle ---
 
     async def ensure_collections(self, dim: int) -> None:

@@ -7,6 +7,7 @@ import mmap
 import os
 import tracemalloc
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -56,3 +57,16 @@ def test_the_heap_profile_names_the_line_that_kept_memory() -> None:
     assert top["where"] == f"{__file__}:{line}"
     assert top["grew_kb"] == pytest.approx(3000 * 1033 / 1024, rel=0.1)
     assert top["blocks_grew"] >= 3000
+
+
+def test_the_soak_samples_its_bounded_caches_under_the_metrics_wrapper() -> None:
+    from evaluation.bench_soak import cache_entries_k
+
+    store = SimpleNamespace(inner=SimpleNamespace(cached_field_points=1500))
+    stack = SimpleNamespace(
+        service=SimpleNamespace(term_counts=[0] * 2500), deps=SimpleNamespace(store=store)
+    )
+    caches = cache_entries_k(stack)  # type: ignore[arg-type]
+    assert caches["cache_term_counts_k"] == 2.5
+    assert caches["cache_field_points_k"] == 1.5
+    assert {"cache_moments_k", "cache_stems_k"} <= set(caches)
