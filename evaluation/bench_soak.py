@@ -30,7 +30,7 @@ from evaluation.bench_common import parts, percentiles_ms, say
 from evaluation.bench_data import START, conversation
 from evaluation.memory_parts import HeapProfile, memory_parts
 from evaluation.scratch import fresh_stack
-from memory.text import _cached_stem
+from memory.text import _cached_stem, phrase_tokens
 from schemas.turn import TurnEvent
 from service.structured import _moment
 from streams.roll import rss_bytes
@@ -95,6 +95,7 @@ def cache_entries_k(stack: Stack) -> dict[str, float]:
         "cache_field_points_k": round(fields / 1000, 1),
         "cache_moments_k": round(_moment.cache_info().currsize / 1000, 1),
         "cache_stems_k": round(_cached_stem.cache_info().currsize / 1000, 1),
+        "cache_phrases_k": round(phrase_tokens.cache_info().currsize / 1000, 1),
     }
 
 

@@ -69,4 +69,4 @@ def test_the_soak_samples_its_bounded_caches_under_the_metrics_wrapper() -> None
     caches = cache_entries_k(stack)  # type: ignore[arg-type]
     assert caches["cache_term_counts_k"] == 2.5
     assert caches["cache_field_points_k"] == 1.5
-    assert {"cache_moments_k", "cache_stems_k"} <= set(caches)
+    assert {"cache_moments_k", "cache_stems_k", "cache_phrases_k"} <= set(caches)
