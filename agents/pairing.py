@@ -36,7 +36,10 @@ from schemas.topics import user_key
 from schemas.turn import TurnEvent
 
 MessageInput = MessageEvent | ForgetUser | PairingTick
-WriteTurns = Callable[[Sequence[TurnEvent]], Awaitable[object]]
+Check = Callable[[], Awaitable[bool]]
+# (turns, unless): journal and send the turns unless ``unless()`` says no, asked once nothing
+# can come between the answer and the journal write (the user's lock held)
+WriteTurns = Callable[[Sequence[TurnEvent], Check], Awaitable[object]]
 
 
 class PairingAgent(OrderedStage):
@@ -61,7 +64,9 @@ class PairingAgent(OrderedStage):
         self.journal: Journal = journal or NoJournal()
         self.write_turns = write_turns or self._journal_and_send
 
-    async def _journal_and_send(self, turns: Sequence[TurnEvent]) -> None:
+    async def _journal_and_send(self, turns: Sequence[TurnEvent], unless: Check) -> None:
+        if await unless():
+            return
         await self.journal.append(turns)
         for turn in turns:
             await self.send_turn(key=user_key(turn.user_id), value=dumps(turn))
@@ -88,7 +93,10 @@ class PairingAgent(OrderedStage):
         else:
             turns = state.receive(event, now, wait_s)
         if turns:
-            await self.write_turns(turns)
+            # Asked again where the write holds the user's lock: a DELETE that was deleting
+            # when the check above ran has its tombstone by then, and these turns, made of
+            # messages sent before it, must not follow its marker (found by review).
+            await self.write_turns(turns, lambda: self._sent_before_a_delete(state, event.user_id))
         data = state.to_dict()
         await self.deps.repo.save_doc(event.user_id, PAIRING_DOC, data, waiting=state.waiting > 0)
         await self._cache(event.user_id, gen, data)

@@ -69,7 +69,7 @@ def status_parts_mb(pid: int) -> dict[str, float]:
 
 def mapped_under_mb(pid: int, folder: Path) -> float:
     """Resident pages of files under ``folder`` mapped by the process (``smaps``), in MB."""
-    prefix = str(folder.resolve())
+    prefix = str(folder.resolve()) + os.sep  # not a sibling folder sharing the name's start
     total_kb, inside = 0, False
     try:
         smaps = Path(f"/proc/{pid}/smaps").read_text()
@@ -125,6 +125,8 @@ class HeapProfile:
 
     def finish(self) -> None:
         if self._first is None or not tracemalloc.is_tracing():
+            if tracemalloc.is_tracing():  # no mark (a run shorter than half its plan)
+                tracemalloc.stop()
             return
         first, last = self._first, self._by_line()
         tracemalloc.stop()

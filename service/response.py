@@ -8,7 +8,7 @@ reports the segments it hit, so the MTM stage counts N_visit and recency.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, get_args
@@ -100,12 +100,18 @@ class ResponseService:
         self.term_counts = TermCounts(deps.repo, deps.settings.rank_counts_ttl_s)
 
     @tracing.traced("memoryos.add_turns", tracing.of_turns)
-    async def add_turns(self, turns: Sequence[TurnEvent]) -> list[str]:
+    async def add_turns(
+        self, turns: Sequence[TurnEvent], unless: Callable[[], Awaitable[bool]] | None = None
+    ) -> list[str]:
         """Acknowledged means durable: on disk in the journal (embedded) and sent with
-        acks=all before the caller hears back."""
+        acks=all before the caller hears back. ``unless``: asked with the users' locks held,
+        before anything is written; true drops the turns (the pairing stage's turns made of
+        messages sent before a DELETE that finished meanwhile). Returns the ids written."""
         # Per-user locks: a DELETE of one of these users waits until the turns are both
         # journaled and sent, so it can never drop a journal entry whose send is to come.
         async with self._user_locks.hold({turn.user_id for turn in turns}), self.writes.reader:
+            if unless is not None and await unless():
+                return []
             await self.journal.append(turns)
             for turn in turns:
                 await self.sink.send(TURNS, user_key(turn.user_id), dumps(turn))

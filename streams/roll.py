@@ -59,13 +59,14 @@ def rss_bytes(pid: int | None) -> int:
 class GatedSink:
     """The service's sink: straight to the current worker's producer, held during a roll."""
 
-    def __init__(self, send: Send, journaled: bool, timeout_s: float) -> None:
+    def __init__(self, send: Send, journaled: bool, timeout_s: float, closed: bool = False) -> None:
         self.target = send
         self.journaled = journaled  # turns are on disk: the journal, not the send, goes out
         self.timeout_s = timeout_s
         self.dropped = 0  # turn sends dropped while closed: a catch-up read must see them all
         self._open = asyncio.Event()
-        self._open.set()
+        if not closed:
+            self._open.set()
 
     @property
     def closed(self) -> bool:

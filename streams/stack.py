@@ -160,7 +160,12 @@ class Stack:
             self.service = ResponseService(self._service_deps(), self._kafka_sink, self.journal)
         else:
             journaled = not isinstance(self.journal, NoJournal)
-            self.gate = GatedSink(self._send, journaled, settings.drain_timeout_s + 60)
+            # Closed until the start-up catch-up opens it, as in a roll: a turn the pairing
+            # stage makes meanwhile (from a message the reconciler re-sends) is journaled
+            # above the reconciler's read, and sent through an open gate the catch-up would
+            # have sent it again (found by review).
+            timeout_s = settings.drain_timeout_s + 60
+            self.gate = GatedSink(self._send, journaled, timeout_s, closed=True)
             self.service = ResponseService(self._service_deps(), self.gate, self.journal)
             self.service.forget_lock = self._forget_lock
             self.service.writes = self._writes

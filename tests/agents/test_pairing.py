@@ -208,3 +208,39 @@ async def test_a_delete_racing_a_message_waits_for_its_send_and_then_wins() -> N
     await pipeline.drain()
     pages = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
     assert [(p.query, p.response) for p in pages] == [("", EMAIL[2].text)]
+
+
+async def test_a_turn_paired_while_a_delete_deletes_does_not_outlive_it(tmp_path: Path) -> None:
+    """Wired as the embedded stack wires it (the pairing stage writes through the service):
+    the stage found no tombstone because the DELETE was still deleting the user's points,
+    then waited for the user's lock, and journaled the turn behind the marker, where it
+    was kept. The write now asks again once it holds the lock (found by review)."""
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    pipeline = Pipeline(await make_deps(stm_capacity=7), journal=journal)
+    service = ResponseService(pipeline.deps, pipeline, journal)
+    pipeline.stages[MESSAGES].write_turns = service.add_turns  # as streams/stack.py wires it
+    await service.add_messages([EMAIL[0], EMAIL[1]])
+    await pipeline.drain()  # the customer's messages wait in the pairing state
+    await service.add_messages([EMAIL[2]])  # the reply: pairing will make a turn of the three
+    repo = pipeline.deps.repo
+    deleting, release = asyncio.Event(), asyncio.Event()
+    delete_user = repo.store.delete_user
+
+    async def slow_delete_user(collection: str, user_id: str) -> int:
+        deleting.set()
+        await release.wait()  # the DELETE holds the user's lock, no tombstone yet
+        return await delete_user(collection, user_id)
+
+    repo.store.delete_user = slow_delete_user  # type: ignore[method-assign]
+    delete = asyncio.create_task(service.forget("ann"))
+    await deleting.wait()
+    pairing = asyncio.create_task(pipeline.step(MESSAGES))  # finds no tombstone, pairs
+    await asyncio.sleep(0.1)
+    release.set()
+    await delete
+    await pairing
+    await pipeline.drain()
+    assert await repo.stm_pages("ann", with_vectors=False) == []
+    assert not [s for s in pipeline.topics[TURNS] if b'"kind":"forget"' not in s.value], (
+        "no turn of the pre-DELETE messages was sent"
+    )

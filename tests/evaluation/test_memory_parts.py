@@ -25,6 +25,7 @@ def test_pages_of_a_mapped_data_file_count_under_the_data_folder(tmp_path: Path)
         assert touched == 2048
         assert mapped_under_mb(os.getpid(), data) - before >= 7.9
         assert mapped_under_mb(os.getpid(), tmp_path / "elsewhere") == 0.0
+        assert mapped_under_mb(os.getpid(), tmp_path / "dat") == 0.0, "a prefix, not a folder"
 
 
 def test_the_heap_parts_name_glibcs_heap_and_pythons_blocks() -> None:

@@ -381,7 +381,7 @@ async def test_a_failed_roll_is_tried_again_with_the_gate_closed(
 
 
 async def test_a_turn_the_pairing_stage_makes_while_the_gate_is_closed_is_sent_once(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pairing stage journaled the turns it made and sent them to its own producer, past
     the gate: during a roll the catch-up then read the same journal entry and sent it again,
@@ -390,7 +390,16 @@ async def test_a_turn_the_pairing_stage_makes_while_the_gate_is_closed_is_sent_o
     entry is what goes out, once."""
     user = "roll-paired"
     pair = message_pair(user, "where is my parcel", "it left the depot")
+    catch_up, closed_at_catch_up = Stack.catch_up_journal, []
+
+    async def noting(self: Stack) -> int:
+        assert self.gate is not None
+        closed_at_catch_up.append(self.gate.closed)
+        return await catch_up(self)
+
+    monkeypatch.setattr(Stack, "catch_up_journal", noting)
     async with running_stack(tmp_path / "data") as stack:
+        assert closed_at_catch_up == [True], "start keeps the gate closed until its catch-up"
         assert stack.service is not None
         assert stack.gate is not None
         assert stack.service.writes is stack._writes, "the catch-up's lock is the writers'"

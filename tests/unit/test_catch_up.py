@@ -305,3 +305,25 @@ async def test_without_the_journal_the_catch_up_does_not_wait_for_writes_held_at
     assert done, "the catch-up did not wait for the held write"
     assert await write == [turn.turn_id]
     assert sent == [dumps(turn)]
+
+
+async def test_a_turn_written_during_the_start_up_catch_up_is_sent_once(tmp_path: Path) -> None:
+    """`Stack.start` makes its gate closed, as a roll closes it: a turn the pairing stage
+    wrote during the start-up catch-up went through an open gate and was sent by the catch-up
+    again, from the journal (found by review)."""
+    stack, sent, _ = stack_with(tmp_path, read_through=0)
+
+    async def send(topic: str, key: bytes, value: bytes) -> None:
+        sent.append(value)
+
+    stack._send = send  # type: ignore[method-assign]
+    stack.gate = GatedSink(send, journaled=True, timeout_s=30, closed=True)  # as Stack.start
+    stack.journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    deps = SimpleNamespace(repo=None, settings=Settings(data_dir=tmp_path))
+    service = ResponseService(deps, stack.gate, stack.journal)  # type: ignore[arg-type]
+    service.writes = stack._writes
+    turn = make_turns("u", [("paired at start", "from a re-sent message")])[0]
+    await service.add_turns([turn])  # before the catch-up's read
+    await stack.catch_up_journal()
+    assert sent == [dumps(turn)]
+    assert not stack.gate.closed
