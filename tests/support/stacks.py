@@ -30,8 +30,8 @@ async def running_stack(data_dir: Path, **overrides: Any) -> AsyncIterator[Stack
         data_dir=data_dir, broker_port=free_port(), port=0, **(FAST_GROUP | overrides)
     )
     stack = Stack(settings)
-    await stack.start()
     try:
+        await stack.start()  # a start that fails half way still stops what it started
         yield stack
     finally:
         await stack.stop()
