@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from adapters.settings import Settings
+from schemas.errors import BrokerError
 from streams.kafka_security import kafka_client_options
 
 Lag = dict[tuple[str, int], int]
+LAG_TIMEOUT_S = 10.0
 
 
 class LagProbe:
@@ -45,6 +47,18 @@ class LagProbe:
             await self._consumer.stop()
 
     async def lag(self) -> Lag:
+        """Records not yet committed per partition. Bounded: a probe whose broker went away
+        (a roll replaced it while a call was under way) waited for a coordinator forever,
+        and a soak's sampling hung for good on one such call."""
+        try:
+            async with asyncio.timeout(LAG_TIMEOUT_S):
+                return await self._lag()
+        except TimeoutError:
+            raise BrokerError(
+                f"no consumer lag from {self.bootstrap} within {LAG_TIMEOUT_S:.0f} s"
+            ) from None
+
+    async def _lag(self) -> Lag:
         assert self._consumer is not None, "call start() first"
         partitions = []
         for topic in self.topics:
@@ -65,7 +79,10 @@ class LagProbe:
         deadline = time.monotonic() + timeout_s
         quiet_since: float | None = None
         while time.monotonic() < deadline:
-            lag = await self.lag()
+            try:
+                lag = await self.lag()
+            except BrokerError:  # no answer this time: not idle, ask again
+                lag = {}
             if lag and not any(lag.values()):
                 quiet_since = quiet_since or time.monotonic()
                 if time.monotonic() - quiet_since >= settle_s:
