@@ -46,16 +46,17 @@ class LagProbe:
         if self._consumer is not None:
             await self._consumer.stop()
 
-    async def lag(self) -> Lag:
+    async def lag(self, timeout_s: float | None = None) -> Lag:
         """Records not yet committed per partition. Bounded: a probe whose broker went away
         (a roll replaced it while a call was under way) waited for a coordinator forever,
         and a soak's sampling hung for good on one such call."""
+        bound_s = LAG_TIMEOUT_S if timeout_s is None else timeout_s
         try:
-            async with asyncio.timeout(LAG_TIMEOUT_S):
+            async with asyncio.timeout(bound_s):
                 return await self._lag()
         except TimeoutError:
             raise BrokerError(
-                f"no consumer lag from {self.bootstrap} within {LAG_TIMEOUT_S:.0f} s"
+                f"no consumer lag from {self.bootstrap} within {bound_s:.1f} s"
             ) from None
 
     async def _lag(self) -> Lag:
@@ -80,7 +81,8 @@ class LagProbe:
         quiet_since: float | None = None
         while time.monotonic() < deadline:
             try:
-                lag = await self.lag()
+                # never past the caller's deadline (the stop's drain has its own cap)
+                lag = await self.lag(min(LAG_TIMEOUT_S, max(0.0, deadline - time.monotonic())))
             except BrokerError:  # no answer this time: not idle, ask again
                 lag = {}
             if lag and not any(lag.values()):

@@ -40,6 +40,8 @@ async def test_a_lag_call_that_gets_no_answer_fails_instead_of_hanging(
     with pytest.raises(BrokerError, match="no consumer lag"):
         await asyncio.wait_for(probe.lag(), 5)
     assert await asyncio.wait_for(probe.wait_idle(0.2), 5) is False
+    monkeypatch.setattr(lag_module, "LAG_TIMEOUT_S", 60.0)  # a call is still cut at the deadline
+    assert await asyncio.wait_for(probe.wait_idle(0.2), 5) is False
 
 
 async def test_an_answering_probe_still_counts_the_lag() -> None:
