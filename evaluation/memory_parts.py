@@ -11,6 +11,11 @@ RSS alone cannot tell a leak from the store's growth. The parts sampled here:
   Rust's and sqlite's allocations, Python's objects over 512 bytes). Free chunks stay counted
   after ``malloc_trim`` hands their pages back, so the free figure is not all resident;
 - ``py_blocks_k``: Python's live allocated blocks in thousands (``sys.getallocatedblocks``);
+- ``pymalloc_arenas_mb`` / ``pymalloc_in_use_mb`` / ``pymalloc_free_mb``: Python's own
+  allocator (objects up to 512 bytes, in 1 MiB arenas it maps itself, outside glibc's heap):
+  what its arenas hold, what live blocks use, and what is free inside them (free blocks and
+  unused pools). An arena is handed back only when every block in it is free, so the free
+  part is what fragmentation keeps (``sys._debugmallocstats``);
 - ``traced_mb``: bytes Python allocated since tracing began, when the soak traces the heap.
 
 A heap profile (:class:`HeapProfile`) compares two ``tracemalloc`` snapshots and names the
@@ -23,6 +28,7 @@ import contextlib
 import ctypes
 import os
 import sys
+import tempfile
 import tracemalloc
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +90,54 @@ def mapped_under_mb(pid: int, folder: Path) -> float:
     return round(total_kb / 1024, 1)
 
 
+# the lines of ``sys._debugmallocstats`` read, and the part each one gives
+_PYMALLOC_LINES = {
+    "bytes/arena": "arenas",  # "N arenas * 1048576 bytes/arena = total bytes"
+    "# bytes in allocated blocks": "in_use",
+    "# bytes in available blocks": "free_blocks",
+    "unused pools *": "free_pools",
+}
+
+
+def parse_pymalloc_stats(text: str) -> dict[str, float]:
+    """``pymalloc_*_mb`` from the text ``sys._debugmallocstats`` writes; empty if absent."""
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        for start, part in _PYMALLOC_LINES.items():
+            if start in name and value.strip():
+                found[part] = int(value.strip().replace(",", ""))
+    if not {"arenas", "in_use", "free_blocks"} <= found.keys():
+        return {}
+    return {
+        "pymalloc_arenas_mb": round(found["arenas"] / MB, 1),
+        "pymalloc_in_use_mb": round(found["in_use"] / MB, 1),
+        "pymalloc_free_mb": round((found["free_blocks"] + found.get("free_pools", 0)) / MB, 1),
+    }
+
+
+def pymalloc_parts_mb() -> dict[str, float]:
+    """Python's allocator's arenas, in use and free; empty where CPython gives no stats.
+
+    ``sys._debugmallocstats`` writes to the C-level stderr only, so file descriptor 2 points
+    at a temporary file for the call: another thread's stderr output in that instant lands
+    there too and is lost, which a soak's sampling accepts.
+    """
+    if not hasattr(sys, "_debugmallocstats"):
+        return {}
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as sink:
+        saved = os.dup(2)
+        try:
+            os.dup2(sink.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        sink.seek(0)
+        return parse_pymalloc_stats(sink.read().decode(errors="replace"))
+
+
 def heap_parts_mb() -> dict[str, float]:
     """This process's glibc heap and Python's block count; empty without glibc 2.33+."""
     parts: dict[str, float] = {"py_blocks_k": round(sys.getallocatedblocks() / 1000, 1)}
@@ -91,6 +145,7 @@ def heap_parts_mb() -> dict[str, float]:
         info = _MALLINFO2()
         parts["malloc_in_use_mb"] = round((info.uordblks + info.hblkhd) / MB, 1)
         parts["malloc_free_mb"] = round(info.fordblks / MB, 1)
+    parts.update(pymalloc_parts_mb())
     if tracemalloc.is_tracing():
         parts["traced_mb"] = round(tracemalloc.get_traced_memory()[0] / MB, 1)
     return parts

@@ -11,7 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from evaluation.memory_parts import HeapProfile, heap_parts_mb, mapped_under_mb, memory_parts
+from evaluation.memory_parts import (
+    HeapProfile,
+    heap_parts_mb,
+    mapped_under_mb,
+    memory_parts,
+    parse_pymalloc_stats,
+    pymalloc_parts_mb,
+)
 
 
 def test_pages_of_a_mapped_data_file_count_under_the_data_folder(tmp_path: Path) -> None:
@@ -34,6 +41,35 @@ def test_the_heap_parts_name_glibcs_heap_and_pythons_blocks() -> None:
     if os.uname().sysname == "Linux":  # glibc 2.33+: every machine we run on
         assert parts["malloc_in_use_mb"] > 0
         assert "malloc_free_mb" in parts
+
+
+def test_pythons_allocator_is_split_into_in_use_and_free_and_follows_what_is_kept() -> None:
+    before = pymalloc_parts_mb()
+    kept = [str(i) * 3 for i in range(200_000)]  # small objects: pymalloc's, not glibc's
+    during = pymalloc_parts_mb()
+    del kept[::2]  # half freed in place: their arenas stay, the blocks become free
+    after = pymalloc_parts_mb()
+    assert during["pymalloc_in_use_mb"] - before["pymalloc_in_use_mb"] > 8
+    assert during["pymalloc_arenas_mb"] >= during["pymalloc_in_use_mb"]
+    assert after["pymalloc_free_mb"] - during["pymalloc_free_mb"] > 4
+    assert after["pymalloc_in_use_mb"] < during["pymalloc_in_use_mb"]
+    assert len(kept) == 100_000
+
+
+def test_the_pymalloc_stats_are_read_from_cpythons_text() -> None:
+    text = (
+        "# arenas allocated current           =                   25\n"
+        "25 arenas * 1048576 bytes/arena    =           26,214,400\n"
+        "# bytes in allocated blocks        =           13,401,680\n"
+        "# bytes in available blocks        =           11,510,992\n"
+        "61 unused pools * 16384 bytes      =              999,424\n"
+    )
+    assert parse_pymalloc_stats(text) == {
+        "pymalloc_arenas_mb": 25.0,
+        "pymalloc_in_use_mb": 12.8,
+        "pymalloc_free_mb": 11.9,
+    }
+    assert parse_pymalloc_stats("no stats here") == {}
 
 
 def test_another_process_gets_no_heap_parts(tmp_path: Path) -> None:
