@@ -9,23 +9,30 @@ without it split over two threads (shorter only if Edge lets the GIL go while it
 Then the searches a retrieve's pool makes (the four ranking fields), on the same store
 reopened three ways, each twice, in the order A B C C B A: A as the stack opens it (searches
 on the calling thread, the field cache on), B without the field cache, C with Edge's own
-thread per core and no cache (the previous release).
+thread per core and no cache (the previous release). Last, two checks of why a retrieve's
+searches stay separate calls on the event loop's thread: a pure-Python loop timed alone, beside
+a thread that hashes (native work that lets the GIL go: the control) and beside a thread that
+searches (longer than beside the hashing if Edge holds the GIL while it searches), and
+Edge's ``query_batch`` (several searches in one call) against one call a search.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
+import qdrant_edge as qe
 
 from adapters.ports import PAGES, Point
 from adapters.repository import POOL_FIELDS, TIERS
-from adapters.stores.edge import EdgeStore
+from adapters.stores.edge import EdgeStore, _dense_query, _filter
 
 DIM = 384
 
@@ -76,6 +83,7 @@ async def run(users: int, pages: int, searches: int) -> dict[str, list[float]]:
                 thread.join()
             per_search = (time.perf_counter() - started) / (2 * half) * 1000
             timings["user_only_two_threads_ms_per_search"] = [round(per_search, 3)]
+            timings.update(_gil_and_batches(store, queries, users))
         finally:
             await store.close()
         timings.update(await _pool_searches(folder, queries, users))
@@ -105,6 +113,69 @@ async def _pool_searches(
             timings.setdefault(f"{label}_ms_per_search", []).append(round(per_search, 3))
         finally:
             await store.close()
+    return timings
+
+
+SPIN = 3_000_000
+
+
+def _spin() -> float:
+    started, total = time.perf_counter(), 0
+    for index in range(SPIN):
+        total += index
+    return time.perf_counter() - started
+
+
+def _spin_beside(work: Callable[[], None]) -> float:
+    """The loop's time while another thread repeats ``work``: on a free core it takes as long
+    as alone unless ``work`` holds the GIL."""
+    stop = threading.Event()
+
+    def repeat() -> None:
+        while not stop.is_set():
+            work()
+
+    thread = threading.Thread(target=repeat)
+    thread.start()
+    try:
+        return _spin()
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _gil_and_batches(
+    store: EdgeStore, queries: list[list[float]], users: int
+) -> dict[str, list[float]]:
+    """The GIL check and ``query_batch``, on Edge's shard itself (the store's own handle: the
+    adapter has no batch call, because this measures whether it should)."""
+    shard = store._shards[PAGES]
+    requests = [
+        qe.QueryRequest(limit=100, query=_dense_query(query), filter=_filter(f"u{i % users}", None),
+                        with_payload=False, with_vector=False)
+        for i, query in enumerate(queries)
+    ]  # fmt: skip
+    timings: dict[str, list[float]] = {}
+    for size in (1, 3, 10):
+        started = time.perf_counter()
+        for start in range(0, len(requests), size):
+            if size == 1:
+                shard.query(requests[start])
+            else:
+                shard.query_batch(qe.QueryBatchRequest(requests[start : start + size]))
+        per_search = (time.perf_counter() - started) / len(requests) * 1000
+        timings[f"query_batch_of_{size}_ms_per_search"] = [round(per_search, 3)]
+
+    def search() -> None:
+        for request in requests[:50]:
+            shard.query(request)
+
+    def digest() -> None:  # the control: native work that lets the GIL go (hashlib does)
+        hashlib.sha256(bytes(4_000_000)).digest()
+
+    timings["python_loop_alone_s"] = [round(_spin(), 3)]
+    timings["python_loop_beside_a_hashing_thread_s"] = [round(_spin_beside(digest), 3)]
+    timings["python_loop_beside_a_searching_thread_s"] = [round(_spin_beside(search), 3)]
     return timings
 
 
