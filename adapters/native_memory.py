@@ -41,6 +41,46 @@ def release_freed_memory() -> None:
         _LIBC.malloc_trim(0)
 
 
+M_ARENA_MAX = -8  # glibc's malloc.h: the most arenas malloc will create
+
+
+def limit_arenas(count: int) -> bool:
+    """Let glibc create at most ``count`` arenas from now on; 0 leaves its default.
+
+    glibc gives a thread that meets a locked arena an arena of its own, up to eight per
+    core; each keeps its own free chunks, so memory freed in one cannot serve another and
+    the process keeps the sum. Arenas made before the call stay. True if glibc took it.
+    """
+    if _LIBC is None or count <= 0:
+        return False
+    return bool(_LIBC.mallopt(M_ARENA_MAX, count))
+
+
+class _File(ctypes.Structure):
+    pass  # C's FILE, only ever handled by pointer
+
+
+def malloc_arenas() -> int | None:
+    """How many arenas glibc has made in this process (``malloc_info``); None without glibc."""
+    if _LIBC is None or not hasattr(_LIBC, "malloc_info"):
+        return None
+    import tempfile  # only the soak's sampling asks
+
+    _LIBC.fopen.restype = ctypes.POINTER(_File)
+    _LIBC.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    _LIBC.malloc_info.argtypes = [ctypes.c_int, ctypes.POINTER(_File)]
+    _LIBC.fclose.argtypes = [ctypes.POINTER(_File)]
+    with tempfile.NamedTemporaryFile(suffix=".xml") as sink:
+        stream = _LIBC.fopen(sink.name.encode(), b"w")
+        if not stream:
+            return None
+        try:
+            _LIBC.malloc_info(0, stream)
+        finally:
+            _LIBC.fclose(stream)
+        return sink.read().count(b"<heap nr=")
+
+
 async def release_forever(interval_s: float) -> None:
     """Trim every ``interval_s`` until cancelled.
 

@@ -338,6 +338,16 @@ class Settings(BaseSettings):
         "(glibc malloc_trim); 0: never",
     )
 
+    # glibc gives threads arenas of their own (up to 8 per core), each keeping its own free
+    # chunks; fewer arenas kept less memory in a side-by-side soak (adapters/native_memory.py)
+    malloc_arena_max: int = Field(
+        2,
+        ge=0,
+        le=1024,
+        description="the most glibc malloc arenas the process makes (mallopt M_ARENA_MAX, "
+        "set at start); 0: glibc's default of 8 per core",
+    )
+
     gc_freeze: bool = Field(
         True,
         description="keep the objects alive after start-up out of Python's full garbage "

@@ -10,6 +10,7 @@ RSS alone cannot tell a leak from the store's growth. The parts sampled here:
 - ``malloc_in_use_mb`` / ``malloc_free_mb``: glibc's heap, in use and free (``mallinfo2``:
   Rust's and sqlite's allocations, Python's objects over 512 bytes). Free chunks stay counted
   after ``malloc_trim`` hands their pages back, so the free figure is not all resident;
+- ``malloc_arenas``: how many arenas glibc has made (``MEMORYOS_MALLOC_ARENA_MAX`` bounds it);
 - ``py_blocks_k``: Python's live allocated blocks in thousands (``sys.getallocatedblocks``);
 - ``pymalloc_arenas_mb`` / ``pymalloc_in_use_mb`` / ``pymalloc_free_mb``: Python's own
   allocator (objects up to 512 bytes, in 1 MiB arenas it maps itself, outside glibc's heap):
@@ -33,6 +34,8 @@ import tracemalloc
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from adapters.native_memory import malloc_arenas
 
 MB = 2**20
 
@@ -145,6 +148,9 @@ def heap_parts_mb() -> dict[str, float]:
         info = _MALLINFO2()
         parts["malloc_in_use_mb"] = round((info.uordblks + info.hblkhd) / MB, 1)
         parts["malloc_free_mb"] = round(info.fordblks / MB, 1)
+    arenas = malloc_arenas()
+    if arenas is not None:
+        parts["malloc_arenas"] = arenas
     parts.update(pymalloc_parts_mb())
     if tracemalloc.is_tracing():
         parts["traced_mb"] = round(tracemalloc.get_traced_memory()[0] / MB, 1)

@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from adapters.native_memory import limit_arenas
 from adapters.settings import Settings, load_settings
 from schemas.errors import MemoryOSError
 from streams.cli_help import (
@@ -237,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = _settings(args)
+        limit_arenas(settings.malloc_arena_max)  # as early as we can: arenas made before stay
         logging.basicConfig(
             level=logging.DEBUG if args.verbose else settings.log_level,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",

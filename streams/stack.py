@@ -18,7 +18,7 @@ from adapters import heap_freeze, tracing
 from adapters.deps import Deps
 from adapters.embedders.batching import MicroBatchingEmbedder
 from adapters.journal import Entry, Journal, NoJournal, open_journal
-from adapters.native_memory import release_forever
+from adapters.native_memory import limit_arenas, release_forever
 from adapters.settings import Settings
 from adapters.store_vacuum import vacuum_forever
 from adapters.wiring import build_deps, close_deps
@@ -138,6 +138,7 @@ class Stack:
     async def start(self, steps: Progress = NO_PROGRESS) -> None:
         """``steps`` hears of each start-up step (broker, model, worker or producer, http)."""
         settings = self.settings
+        limit_arenas(settings.malloc_arena_max)  # before the stack's threads first allocate
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self._tracing = tracing.setup(settings, self.role)
         if self._tracing:
@@ -346,6 +347,7 @@ class Stack:
             message_seq=self.reconciler.messages_read_through,
             marked=dict(self.reconciler.forgetting),  # the start pass sent these markers
         )
+        log.info("catching up from the journal: turns and messages the gate held back")
         for _ in range(CATCH_UP_FREE_ROUNDS):
             async with self._forget_lock:  # a DELETE is wholly before these reads or after
                 found = await self._catch_up_read(catch_up)

@@ -41,6 +41,7 @@ def test_the_heap_parts_name_glibcs_heap_and_pythons_blocks() -> None:
     if os.uname().sysname == "Linux":  # glibc 2.33+: every machine we run on
         assert parts["malloc_in_use_mb"] > 0
         assert "malloc_free_mb" in parts
+        assert parts["malloc_arenas"] >= 1
 
 
 def test_pythons_allocator_is_split_into_in_use_and_free_and_follows_what_is_kept() -> None:
