@@ -1,0 +1,154 @@
+"""SIGKILL of the whole embedded stack while its broker rolls, under steady writes.
+
+A roll drains the worker, replaces the broker, starts a fresh worker and sends what the gate
+held back from the journal (`Stack.catch_up_journal`, whose last round holds the writers' lock
+alone). A kill in any of those steps must lose no acknowledged turn, link none twice and keep
+each user's order: the journal is the only copy of a turn the gate dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import httpx
+import pytest
+
+from adapters.ports import PAGES
+from adapters.settings import Settings
+from adapters.stores.edge import EdgeStore
+from evaluation.fake_openai import FakeOpenAI
+from tests.integration.test_crash_recovery import kill_everything, up_env
+from tests.support.stacks import UpProcess, eventually, make_turns
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.asyncio,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+]
+
+USERS = ("roll-a", "roll-b", "roll-c", "roll-d")
+PER_REQUEST = 3
+PAUSE_S = 0.5  # between a user's requests: about 24 turns/s in all, a steady load
+ROLL_LINE = "over its budget: recycling it"
+CATCH_UP_LINE = "catching up from the journal"
+# Where each kill lands, after the roll's line: in the drain; as the catch-up starts (its own
+# line is waited for); and once later turns went through the opened gate and were stored, so
+# a turn the gate dropped and the catch-up did not send would be settled as passed and lost.
+KILLS = ((ROLL_LINE, 0.2), (CATCH_UP_LINE, 0.0), (CATCH_UP_LINE, 4.0))
+
+
+def no_eviction_env(server: FakeOpenAI) -> dict[str, str]:
+    """The embedded default; MTM never full, so every linked turn keeps its page and the
+    chain's seq runs 1..n with no gap."""
+    return {**up_env(server), "MEMORYOS_MTM_CAPACITY": "100000"}
+
+
+def roll_env(server: FakeOpenAI) -> dict[str, str]:
+    """As above, with a broker budget it passes every few hundred turns."""
+    return {
+        **no_eviction_env(server),
+        "MEMORYOS_BROKER_MEMORY_BUDGET_MB": "60",
+        "MEMORYOS_BROKER_CHECK_INTERVAL_S": "0.5",
+    }
+
+
+class Writers:
+    """One client per user, each posting its user's next turns in order until stopped; a
+    turn counts as acknowledged only when its request got 202."""
+
+    def __init__(self) -> None:
+        turns = [(f"{{u}} asks about thing {i}", f"thing {i} noted") for i in range(2000)]
+        self.turns = {u: make_turns(u, [(q.format(u=u), r) for q, r in turns]) for u in USERS}
+        self.posted = dict.fromkeys(USERS, 0)
+        self.acked: set[tuple[str, str]] = set()  # (user, turn id): turn ids are per user
+
+    async def write(self, url: str, stop: asyncio.Event) -> None:
+        await asyncio.gather(*(self._user(url, user, stop) for user in USERS))
+
+    async def _user(self, url: str, user: str, stop: asyncio.Event) -> None:
+        async with httpx.AsyncClient(timeout=30) as client:
+            while not stop.is_set():
+                first = self.posted[user]
+                batch = self.turns[user][first : first + PER_REQUEST]
+                self.posted[user] += len(batch)  # sent: it may be stored even unacknowledged
+                try:
+                    response = await client.post(
+                        f"{url}/v1/turns", json=[t.model_dump(mode="json") for t in batch]
+                    )
+                except httpx.HTTPError:
+                    return  # the stack was killed under this request
+                if response.status_code != 202:
+                    return  # a 503 while the stack goes down: not acknowledged
+                self.acked.update((user, t.turn_id) for t in batch)
+                await asyncio.sleep(PAUSE_S)
+
+
+def log_count(up: UpProcess, line: str) -> int:
+    return up.log.read_text(errors="replace").count(line) if up.log.exists() else 0
+
+
+async def kill_in_a_roll(up: UpProcess, writers: Writers, line: str, delay_s: float) -> None:
+    stop = asyncio.Event()
+    task = asyncio.create_task(writers.write(up.url, stop))
+    seen = log_count(up, line)
+    try:
+        await eventually(lambda: _more(up, line, seen), 180, every_s=0.05)
+        await asyncio.sleep(delay_s)
+        kill_everything(up)
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 60)
+
+
+async def _more(up: UpProcess, line: str, seen: int) -> bool:
+    return log_count(up, line) > seen
+
+
+async def test_sigkill_at_each_step_of_a_roll_loses_no_acknowledged_turn(tmp_path: Path) -> None:
+    data, writers = tmp_path / "data", Writers()
+    with FakeOpenAI(latency_s=0.01) as server:
+        for line, delay_s in KILLS:
+            up = UpProcess(data, **roll_env(server))
+            up.start()
+            await up.wait_ready()
+            await kill_in_a_roll(up, writers, line, delay_s)
+        up = UpProcess(data, **no_eviction_env(server))  # recovery without rolls
+        up.start()
+        try:
+            await up.wait_ready()
+            await eventually(lambda: _every_acked_stored(up, writers), 300, every_s=2.0)
+        finally:
+            up.terminate()
+    store = EdgeStore(data / "qdrant")
+    await store.ensure_collections(Settings().embedding_dim)
+    try:
+        for user in USERS:
+            points = await store.scroll(PAGES, user)
+            stored = sorted((int(p.payload["seq"]), str(p.payload["turn_id"])) for p in points)
+            order = [t.turn_id for t in writers.turns[user][: writers.posted[user]]]
+            ids = [turn_id for _, turn_id in stored]
+            assert [seq for seq, _ in stored] == list(range(1, len(stored) + 1)), (
+                f"{user}: each stored turn linked once, seq 1..n with no gap"
+            )
+            assert len(ids) == len(set(ids)), f"{user}: no turn stored twice"
+            assert ids == [t for t in order if t in set(ids)], f"{user}: the posting order kept"
+            acked = [t for t in order if (user, t) in writers.acked]
+            assert set(acked) <= set(ids), f"{user}: every acknowledged turn stored"
+    finally:
+        await store.close()
+    assert len(writers.acked) > 100, "the kills landed under load"
+
+
+async def _every_acked_stored(up: UpProcess, writers: Writers) -> bool:
+    for user in USERS:
+        memory = await up.memory(user)
+        listed = {p["turn_id"] for p in memory["short_term"]}
+        listed |= {p["turn_id"] for s in memory["mid_term"] for p in s["pages"]}
+        wanted = {t for u, t in writers.acked if u == user}
+        if not wanted <= listed:
+            return False
+    return True
