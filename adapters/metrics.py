@@ -116,6 +116,13 @@ class Metrics:
         )
         for outcome in ("done", "failed"):  # exported at 0, so a first failure is an increase
             self.broker_rolls.labels(outcome=outcome)
+        self.visits_lost = Counter(
+            "memoryos_retrieval_visits_lost",
+            "Retrieval visits not recorded: their send failed (send), too many were waiting "
+            "(backlog), or the process stopped first (stopped)",
+            ["reason"],
+            registry=r,
+        )
         self.journal_settled = Counter(
             "memoryos_journal_settled",
             "Journaled turns the reconciler settled: stored (their page is) or passed (no page, "

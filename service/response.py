@@ -31,14 +31,14 @@ from memory.text import keyword_set, query_keywords
 from schemas.codec import dumps
 from schemas.errors import InvalidEvent
 from schemas.message import MessageEvent
-from schemas.records import ForgetUser, Page, Persona, RetrievalHit
+from schemas.records import ForgetUser, Page, Persona
 from schemas.topics import MESSAGES, TURNS, user_key
-from schemas.topics import MTM as MTM_TOPIC
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
 from service.history import empty_history, user_history
 from service.locks import UserLocks
 from service.structured import structured_pages
 from service.term_counts import TermCounts
+from service.visits import VisitSender
 
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
 
@@ -97,6 +97,7 @@ class ResponseService:
         # takes it alone for its last read, so no write is half done then (streams/stack.py).
         self.writes = aiorwlock.RWLock()
         self._user_locks = UserLocks()
+        self.visits = VisitSender(sink, deps.metrics)
         self.term_counts = TermCounts(deps.repo, deps.settings.rank_counts_ttl_s)
 
     @tracing.traced("memoryos.add_turns", tracing.of_turns)
@@ -190,9 +191,8 @@ class ResponseService:
             ranking = [c.page_id for c in chosen]
         # Every segment that contributed is "retrieved": N_visit + 1 and a fresh access time.
         visited = list(dict.fromkeys([*segment_ids, *(c.segment_id for c in chosen)]))
-        if visited:
-            hit_event = RetrievalHit(user_id=user_id, segment_ids=visited, at=deps.clock.now())
-            await self.sink.send(MTM_TOPIC, user_key(user_id), dumps(hit_event))
+        if visited:  # sent off the request's path: a roll's gate must not hold the retrieve
+            self.visits.send(user_id, visited, deps.clock.now())
         return Retrieved(
             short_term=short_term,
             mid_term=[(pages[c.page_id], c.segment_id, c.similarity) for c in chosen],

@@ -73,6 +73,7 @@ def _as_list(headers: tracing.Headers) -> list[tuple[str, bytes]] | None:
 
 Role = Literal["all", "worker", "service"]
 LAG_INTERVAL_S = 5.0
+VISITS_CLOSE_S = 5.0
 
 
 @dataclasses.dataclass
@@ -483,6 +484,8 @@ class Stack:
             if self._server is not None:
                 self._server.should_exit = True
                 await self._bounded("http", self._server_task)
+            if self.service is not None:  # retrieval visits still in flight, before the sink
+                await self._bounded("visits", self.service.visits.close(VISITS_CLOSE_S))
             for task in (self._watch_task, self._trim_task, self._vacuum_task):
                 if task is not None:
                     task.cancel()

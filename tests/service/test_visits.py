@@ -1,0 +1,95 @@
+"""Retrieval visits go out off the request's path (service/visits.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+
+from adapters.metrics import Metrics
+from schemas.topics import MTM, TURNS, user_key
+from service import visits as visits_module
+from service.response import ResponseService
+from service.visits import VisitSender
+from streams.roll import GatedSink
+from tests.service.test_retrieval_modes import service  # noqa: F401  (a fixture)
+
+
+class HeldSink:
+    """A send that waits until the test lets it go, or fails."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.release = asyncio.Event()
+        self.sent: list[tuple[str, bytes, bytes]] = []
+        self.fail = fail
+
+    async def send(self, topic: str, key: bytes, value: bytes) -> None:
+        await self.release.wait()
+        if self.fail:
+            raise ConnectionError("broker gone")
+        self.sent.append((topic, key, value))
+
+
+def lost(metrics: Metrics, reason: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "memoryos_retrieval_visits_lost_total", {"reason": reason}
+    )
+    return value or 0.0
+
+
+async def test_a_visit_is_sent_after_send_returns() -> None:
+    sink, metrics = HeldSink(), Metrics()
+    visits = VisitSender(sink, metrics)
+    visits.send("ann", ["s1", "s2"], 1_700_000_000.0)
+    assert visits.in_flight == 1, "send returned while the sink still holds the visit"
+    sink.release.set()
+    await visits.close(5.0)
+    [(topic, key, value)] = sink.sent
+    assert (topic, key) == (MTM, user_key("ann"))
+    assert orjson.loads(value)["segment_ids"] == ["s1", "s2"]
+
+
+async def test_a_failed_send_is_counted_not_raised() -> None:
+    sink, metrics = HeldSink(fail=True), Metrics()
+    visits = VisitSender(sink, metrics)
+    visits.send("ann", ["s1"], 1.0)
+    sink.release.set()
+    await visits.close(5.0)
+    assert lost(metrics, "send") == 1
+
+
+async def test_a_backlog_past_the_bound_is_dropped_and_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(visits_module, "MAX_IN_FLIGHT", 2)
+    sink, metrics = HeldSink(), Metrics()
+    visits = VisitSender(sink, metrics)
+    for _ in range(3):
+        visits.send("ann", ["s1"], 1.0)
+    assert visits.in_flight == 2
+    assert lost(metrics, "backlog") == 1
+    await visits.close(0.01)  # the sink never lets go: both are cancelled
+    assert lost(metrics, "stopped") == 2
+    assert visits.in_flight == 0
+
+
+async def test_a_retrieve_answers_while_a_roll_holds_the_gate(service: ResponseService) -> None:  # noqa: F811
+    """The gate of a roll (journaled: turns are dropped, other sends wait): the retrieve used
+    to wait for it and, past its bound, fail with a 503."""
+    delivered: list[str] = []
+
+    async def send(topic: str, key: bytes, value: bytes) -> None:
+        delivered.append(topic)
+
+    gate = GatedSink(send, journaled=True, timeout_s=60.0, closed=True)
+    service.sink = gate
+    service.visits = VisitSender(gate, service.deps.metrics)
+    memory = await asyncio.wait_for(service.retrieve("ann", "sourdough bread"), 5.0)
+    assert memory.segment_ids, "the retrieve hit segments: there is a visit to send"
+    assert delivered == []
+    assert service.visits.in_flight == 1
+    gate.open(send)
+    await service.visits.close(5.0)
+    assert delivered == [MTM]
+    assert TURNS not in delivered
