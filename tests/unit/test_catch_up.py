@@ -225,7 +225,7 @@ async def test_the_catch_up_ends_under_steady_concurrent_writes(tmp_path: Path) 
     turn is sent once, after its user's earlier turns."""
     stack, sent, gate = stack_with(tmp_path, read_through=0)
     stack.journal = SqliteJournal(tmp_path / "journal.sqlite3")
-    deps = SimpleNamespace(repo=None, settings=Settings(data_dir=tmp_path))
+    deps = SimpleNamespace(repo=None, settings=Settings(data_dir=tmp_path), metrics=Metrics())
     service = ResponseService(deps, gate, stack.journal)  # type: ignore[arg-type]
     service.writes = stack._writes
     done = asyncio.Event()
@@ -293,7 +293,7 @@ async def test_without_the_journal_the_catch_up_does_not_wait_for_writes_held_at
     stack._send = send  # type: ignore[method-assign]
     gate = stack.gate = GatedSink(send, journaled=False, timeout_s=30)
     gate.close()
-    deps = SimpleNamespace(repo=None, settings=Settings(data_dir=tmp_path))
+    deps = SimpleNamespace(repo=None, settings=Settings(data_dir=tmp_path), metrics=Metrics())
     service = ResponseService(deps, gate)  # type: ignore[arg-type]
     service.writes = stack._writes
     turn = make_turns("u", [("held", "at the gate")])[0]
@@ -319,7 +319,7 @@ async def test_a_turn_written_during_the_start_up_catch_up_is_sent_once(tmp_path
     stack._send = send  # type: ignore[method-assign]
     stack.gate = GatedSink(send, journaled=True, timeout_s=30, closed=True)  # as Stack.start
     stack.journal = SqliteJournal(tmp_path / "journal.sqlite3")
-    deps = SimpleNamespace(repo=None, settings=Settings(data_dir=tmp_path))
+    deps = SimpleNamespace(repo=None, settings=Settings(data_dir=tmp_path), metrics=Metrics())
     service = ResponseService(deps, stack.gate, stack.journal)  # type: ignore[arg-type]
     service.writes = stack._writes
     turn = make_turns("u", [("paired at start", "from a re-sent message")])[0]
