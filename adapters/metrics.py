@@ -123,6 +123,8 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        for reason in ("send", "backlog", "stopped"):  # at 0: a first loss is an increase
+            self.visits_lost.labels(reason=reason)
         self.journal_settled = Counter(
             "memoryos_journal_settled",
             "Journaled turns the reconciler settled: stored (their page is) or passed (no page, "

@@ -44,32 +44,51 @@ def release_freed_memory() -> None:
 M_ARENA_MAX = -8  # glibc's malloc.h: the most arenas malloc will create
 
 
-def limit_arenas(count: int) -> bool:
-    """Let glibc create at most ``count`` arenas from now on; 0 leaves its default.
-
-    glibc gives a thread that meets a locked arena an arena of its own, up to eight per
-    core; each keeps its own free chunks, so memory freed in one cannot serve another and
-    the process keeps the sum. Arenas made before the call stay. True if glibc took it.
-    """
-    if _LIBC is None or count <= 0:
-        return False
-    return bool(_LIBC.mallopt(M_ARENA_MAX, count))
-
-
 class _File(ctypes.Structure):
     pass  # C's FILE, only ever handled by pointer
+
+
+def _declare(libc: Any) -> None:
+    libc.fopen.restype = ctypes.POINTER(_File)
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.malloc_info.argtypes = [ctypes.c_int, ctypes.POINTER(_File)]
+    libc.fclose.argtypes = [ctypes.POINTER(_File)]
+
+
+if _LIBC is not None and hasattr(_LIBC, "malloc_info"):
+    _declare(_LIBC)
+
+
+def limit_arenas(count: int) -> bool:
+    """Let glibc create at most ``count`` arenas; 0 leaves its default. True if it holds.
+
+    glibc gives new threads arenas of their own, up to eight per core; each keeps its own
+    free chunks, so memory freed in one cannot serve another and the process keeps the sum.
+    glibc settles its limit once the process has more arenas than that (a static inside
+    ``arena_get2``): a later ``mallopt`` is taken and then ignored. So it must come before
+    the process's threads start (``memoryos``'s main does it first), and a process that has
+    more arenas than ``count`` already gets a warning and False.
+    """
+    if _LIBC is None or count <= 0 or not hasattr(_LIBC, "mallopt"):
+        return False
+    made = malloc_arenas() or 0
+    if made > count:
+        log.warning(
+            "glibc has made %d malloc arenas already: MEMORYOS_MALLOC_ARENA_MAX=%d may not "
+            "hold in this process (set MALLOC_ARENA_MAX in its environment instead)",
+            made,
+            count,
+        )
+        return False
+    return bool(_LIBC.mallopt(M_ARENA_MAX, count))
 
 
 def malloc_arenas() -> int | None:
     """How many arenas glibc has made in this process (``malloc_info``); None without glibc."""
     if _LIBC is None or not hasattr(_LIBC, "malloc_info"):
         return None
-    import tempfile  # only the soak's sampling asks
+    import tempfile  # only the soak's sampling and the limit's check ask
 
-    _LIBC.fopen.restype = ctypes.POINTER(_File)
-    _LIBC.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-    _LIBC.malloc_info.argtypes = [ctypes.c_int, ctypes.POINTER(_File)]
-    _LIBC.fclose.argtypes = [ctypes.POINTER(_File)]
     with tempfile.NamedTemporaryFile(suffix=".xml") as sink:
         stream = _LIBC.fopen(sink.name.encode(), b"w")
         if not stream:

@@ -9,7 +9,7 @@ without it split over two threads (shorter only if Edge lets the GIL go while it
 Then the searches a retrieve's pool makes (the four ranking fields), on the same store
 reopened three ways, each twice, in the order A B C C B A: A as the stack opens it (searches
 on the calling thread, the field cache on), B without the field cache, C with Edge's own
-thread per core and no cache (the previous release). Last, two checks of why a retrieve's
+thread per core and no cache (the previous release). And two checks of why a retrieve's
 searches stay separate calls on the event loop's thread: a pure-Python loop timed alone, beside
 a thread that hashes (native work that lets the GIL go: the control) and beside a thread that
 searches (longer than beside the hashing if Edge holds the GIL while it searches), and
@@ -164,7 +164,8 @@ def _gil_and_batches(
             else:
                 shard.query_batch(qe.QueryBatchRequest(requests[start : start + size]))
         per_search = (time.perf_counter() - started) / len(requests) * 1000
-        timings[f"query_batch_of_{size}_ms_per_search"] = [round(per_search, 3)]
+        label = "query_one_at_a_time" if size == 1 else f"query_batch_of_{size}"
+        timings[f"{label}_ms_per_search"] = [round(per_search, 3)]
 
     def search() -> None:
         for request in requests[:50]:

@@ -28,7 +28,9 @@ SETTLE_S = 3.0
 
 
 async def run(rolls: int) -> None:
-    async with fresh_stack(load_settings(), prefix="memoryos-rolls-") as stack:
+    # no memory watch: only this command's own rolls, never one of the watch's beside them
+    settings = load_settings().model_copy(update={"broker_memory_budget_mb": 0})
+    async with fresh_stack(settings, prefix="memoryos-rolls-") as stack:
         for roll in range(rolls + 1):
             if roll:
                 await stack.recycle_broker()

@@ -28,6 +28,7 @@ class Sink(Protocol):
 
 
 MAX_IN_FLIGHT = 1024  # visits waiting for a send (a roll); more are dropped and counted
+SEND_BOUND_S = 300.0  # past a roll's own bound: a send stuck on a stopped producer ends
 
 
 class VisitSender:
@@ -35,9 +36,13 @@ class VisitSender:
         self.sink = sink
         self.metrics = metrics
         self._in_flight: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     def send(self, user_id: str, segment_ids: Sequence[str], at: float) -> None:
         """Start sending one retrieval's visit; returns at once."""
+        if self._closed:  # a retrieve that outlived the HTTP server's stop
+            self.metrics.visits_lost.labels(reason="stopped").inc()
+            return
         if len(self._in_flight) >= MAX_IN_FLIGHT:
             self.metrics.visits_lost.labels(reason="backlog").inc()
             return
@@ -48,7 +53,7 @@ class VisitSender:
 
     async def _deliver(self, user_id: str, value: bytes) -> None:
         try:
-            await self.sink.send(MTM, user_key(user_id), value)
+            await asyncio.wait_for(self.sink.send(MTM, user_key(user_id), value), SEND_BOUND_S)
         except Exception as exc:  # bookkeeping: never an error for the retrieve that made it
             self.metrics.visits_lost.labels(reason="send").inc()
             log.warning("a retrieval's visit was not recorded: %r", exc)
@@ -58,7 +63,9 @@ class VisitSender:
         return len(self._in_flight)
 
     async def close(self, timeout_s: float) -> None:
-        """Let the visits in flight finish for up to ``timeout_s``, then cancel the rest."""
+        """Let the visits in flight finish for up to ``timeout_s``, then cancel the rest; any
+        visit after this is counted as lost."""
+        self._closed = True
         pending = set(self._in_flight)
         if not pending:
             return

@@ -27,8 +27,9 @@ While the gate is closed the service keeps accepting turns:
   so neither a client's POST nor a DELETE (whose marker goes to both topics) waits.
 - a roll that fails, or hangs past its bound, is tried again with the gate still closed,
   until one succeeds.
-- every other send (a retrieval's visits) waits for the fresh broker, at most
-  ``timeout_s``, then fails visibly (503 "broker unavailable").
+- every other send (a retrieval's visits, sent in tasks of their own: service/visits.py)
+  waits for the fresh broker, at most ``timeout_s``, then fails (the visit is counted as
+  lost; a client's request never waits for it).
 """
 
 from __future__ import annotations

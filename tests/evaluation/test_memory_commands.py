@@ -24,6 +24,8 @@ async def test_edge_churn_keeps_the_live_count_while_the_written_grow(
     assert all(row["rss_anon_mb"] > 0 and row["rss_data_files_mb"] > 0 for row in rows)
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_roll_memory_rolls_the_broker_and_samples_after_each(
     capsys: pytest.CaptureFixture[str],

@@ -11,7 +11,6 @@ import pytest
 from adapters.settings import Settings
 from evaluation import bench_soak
 from evaluation.bench_soak import SoakPlan, SoakRun, summary, user_turns, verify_histories
-from schemas.errors import BrokerError
 
 
 def test_a_users_endless_conversation_has_unique_ids_and_ordered_times() -> None:
@@ -122,28 +121,12 @@ async def _no_wait(_: float) -> None:
     return None
 
 
-@pytest.mark.asyncio
-async def test_a_retrieve_that_waited_out_a_roll_is_counted_and_the_soak_goes_on(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A retrieve's visit waits for a roll's gate and, past its bound, fails with a
-    BrokerError (a client's 503): the soak counts it and keeps sampling; it used to end the
-    run with no bench.json."""
-    monkeypatch.setattr(bench_soak.asyncio, "sleep", _no_wait)
-    outcomes: list[BaseException | None] = [None, BrokerError("being recycled"), None]
+def test_the_soak_samples_the_visits_lost_over_every_reason() -> None:
+    from adapters.metrics import Metrics
 
-    async def retrieve(user: str, query: str) -> None:
-        outcome = outcomes.pop(0)
-        if outcome is not None:
-            raise outcome
-
-    stack = SimpleNamespace(service=SimpleNamespace(retrieve=retrieve), deps=SimpleNamespace())
-    plan = SoakPlan(minutes=1.0, turns_per_s=1.0, users=2, retrieves_per_s=1000.0)
-    run = SoakRun(plan)
-    clock = iter([0.0, 0.0, 0.0, 0.0, 10.0, 10.0])
-    monkeypatch.setattr(bench_soak.time, "monotonic", lambda: next(clock, 10.0))
-    await bench_soak._retrieve(stack, plan, run, deadline=5.0)  # type: ignore[arg-type]
-    assert len(run.retrieve_s) == 2
-    assert len(run.retrieves_failed) == 1
-    assert "being recycled" in run.retrieves_failed[0]
-    assert summary(run)["retrieves_failed"] == run.retrieves_failed
+    metrics = Metrics()
+    stack = SimpleNamespace(deps=SimpleNamespace(metrics=metrics))
+    assert bench_soak._visits_lost(stack) == 0  # type: ignore[arg-type]
+    metrics.visits_lost.labels(reason="send").inc(2)
+    metrics.visits_lost.labels(reason="stopped").inc()
+    assert bench_soak._visits_lost(stack) == 3  # type: ignore[arg-type]

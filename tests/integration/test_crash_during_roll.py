@@ -90,18 +90,23 @@ def log_count(up: UpProcess, line: str) -> int:
     return up.log.read_text(errors="replace").count(line) if up.log.exists() else 0
 
 
-async def kill_in_a_roll(up: UpProcess, writers: Writers, line: str, delay_s: float) -> None:
+async def kill_in_a_roll(up: UpProcess, writers: Writers, line: str, delay_s: float) -> int:
+    """Kill ``delay_s`` after the next ``line``; returns the turns acknowledged from that line
+    to the kill (in the roll's window)."""
     stop = asyncio.Event()
     task = asyncio.create_task(writers.write(up.url, stop))
     seen = log_count(up, line)
     try:
         await eventually(lambda: _more(up, line, seen), 180, every_s=0.05)
+        at_line = len(writers.acked)
         await asyncio.sleep(delay_s)
         kill_everything(up)
+        in_window = len(writers.acked) - at_line
     finally:
         stop.set()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(task, 60)
+    return in_window
 
 
 async def _more(up: UpProcess, line: str, seen: int) -> bool:
@@ -109,13 +114,13 @@ async def _more(up: UpProcess, line: str, seen: int) -> bool:
 
 
 async def test_sigkill_at_each_step_of_a_roll_loses_no_acknowledged_turn(tmp_path: Path) -> None:
-    data, writers = tmp_path / "data", Writers()
+    data, writers, in_rolls = tmp_path / "data", Writers(), 0
     with FakeOpenAI(latency_s=0.01) as server:
         for line, delay_s in KILLS:
             up = UpProcess(data, **roll_env(server))
             up.start()
             await up.wait_ready()
-            await kill_in_a_roll(up, writers, line, delay_s)
+            in_rolls += await kill_in_a_roll(up, writers, line, delay_s)
         up = UpProcess(data, **no_eviction_env(server))  # recovery without rolls
         up.start()
         try:
@@ -135,12 +140,14 @@ async def test_sigkill_at_each_step_of_a_roll_loses_no_acknowledged_turn(tmp_pat
                 f"{user}: each stored turn linked once, seq 1..n with no gap"
             )
             assert len(ids) == len(set(ids)), f"{user}: no turn stored twice"
-            assert ids == [t for t in order if t in set(ids)], f"{user}: the posting order kept"
+            stored_ids = set(ids)
+            assert ids == [t for t in order if t in stored_ids], f"{user}: the posting order kept"
             acked = [t for t in order if (user, t) in writers.acked]
             assert set(acked) <= set(ids), f"{user}: every acknowledged turn stored"
     finally:
         await store.close()
     assert len(writers.acked) > 100, "the kills landed under load"
+    assert in_rolls > 0, "turns were acknowledged between a roll's line and its kill"
 
 
 async def _every_acked_stored(up: UpProcess, writers: Writers) -> bool:

@@ -72,6 +72,20 @@ async def test_a_backlog_past_the_bound_is_dropped_and_counted(
     await visits.close(0.01)  # the sink never lets go: both are cancelled
     assert lost(metrics, "stopped") == 2
     assert visits.in_flight == 0
+    visits.send("ann", ["s1"], 2.0)  # after close: not started, counted
+    assert visits.in_flight == 0
+    assert lost(metrics, "stopped") == 3
+
+
+def test_every_reason_is_exported_at_zero() -> None:
+    metrics = Metrics()
+    for reason in ("send", "backlog", "stopped"):
+        assert (
+            metrics.registry.get_sample_value(
+                "memoryos_retrieval_visits_lost_total", {"reason": reason}
+            )
+            == 0.0
+        )
 
 
 async def test_a_retrieve_answers_while_a_roll_holds_the_gate(service: ResponseService) -> None:  # noqa: F811

@@ -11,41 +11,59 @@ import sys
 
 import pytest
 
+from adapters import native_memory
 from adapters.settings import Settings
 
-pytestmark = pytest.mark.skipif(os.uname().sysname != "Linux", reason="glibc's malloc only")
+pytestmark = pytest.mark.skipif(native_memory._LIBC is None, reason="glibc's malloc only")
 
 # Threads that allocate at once without the GIL (zlib lets it go), as Edge's, ONNX Runtime's
 # and sqlite's threads do: each meets a locked arena and glibc makes it another.
 PROGRAM = """
-import sys, threading, zlib
+import sys, threading, time, zlib
 from adapters.native_memory import limit_arenas, malloc_arenas
-limit_arenas(int(sys.argv[1]))
+limit, late = int(sys.argv[1]), sys.argv[2] == "late"
 data = bytes(range(256)) * 4000
-def work():
-    for _ in range(200):
+rounds = [0] * 10
+def work(index):
+    while rounds[index] < 200:
         zlib.decompress(zlib.compress(data, 6))
-threads = [threading.Thread(target=work) for _ in range(8)]
+        rounds[index] += 1
+threads = [threading.Thread(target=work, args=(i,)) for i in range(10)]
+if not late:
+    took = limit_arenas(limit)
 for thread in threads:
     thread.start()
+if late:
+    while min(rounds) < 5:  # every thread has allocated: their arenas exist
+        time.sleep(0.01)
+    took = limit_arenas(limit)
 for thread in threads:
     thread.join()
-print(malloc_arenas())
+print(malloc_arenas(), took)
 """
 
 
-def arenas_made(limit: int) -> int:
+def arenas_made(limit: int, when: str = "first") -> tuple[int, bool]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")}
     result = subprocess.run(
-        [sys.executable, "-c", PROGRAM, str(limit)],
-        capture_output=True, text=True, timeout=120, check=True,
-        env={**os.environ, "MALLOC_ARENA_MAX": ""},  # the test decides, not the caller's shell
+        [sys.executable, "-c", PROGRAM, str(limit), when],
+        capture_output=True, text=True, timeout=120, check=True, env=env,
     )  # fmt: skip
-    return int(result.stdout.strip())
+    count, took = result.stdout.split()
+    return int(count), took == "True"
 
 
 def test_the_limit_bounds_the_arenas_threads_make() -> None:
-    assert arenas_made(0) > 2, "without a limit, threads that meet a locked arena get their own"
-    assert arenas_made(2) <= 2
+    assert arenas_made(0)[0] > 2, "without a limit, new threads get arenas of their own"
+    count, took = arenas_made(2)
+    assert count <= 2
+    assert took is True
+
+
+def test_a_limit_set_after_the_threads_made_their_arenas_says_it_may_not_hold() -> None:
+    count, took = arenas_made(2, "late")
+    assert count > 2
+    assert took is False
 
 
 def test_the_default_is_two_arenas() -> None:
