@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import ctypes
 import logging
+import os
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -67,10 +68,13 @@ def limit_arenas(count: int) -> bool:
     glibc settles its limit once the process has more arenas than that (a static inside
     ``arena_get2``): a later ``mallopt`` is taken and then ignored. So it must come before
     the process's threads start (``memoryos``'s main does it first), and a process that has
-    more arenas than ``count`` already gets a warning and False.
+    more arenas than ``count`` already gets a warning and False. ``MALLOC_ARENA_MAX`` (or
+    the tunable) in the environment is left to glibc.
     """
     if _LIBC is None or count <= 0 or not hasattr(_LIBC, "mallopt"):
         return False
+    if os.environ.get("MALLOC_ARENA_MAX") or "arena_max" in os.environ.get("GLIBC_TUNABLES", ""):
+        return False  # the operator's own setting, read by glibc at the first allocation, wins
     made = malloc_arenas() or 0
     if made > count:
         log.warning(

@@ -43,8 +43,9 @@ print(malloc_arenas(), took)
 """
 
 
-def arenas_made(limit: int, when: str = "first") -> tuple[int, bool]:
+def arenas_made(limit: int, when: str = "first", **extra: str) -> tuple[int, bool]:
     env = {k: v for k, v in os.environ.items() if k not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")}
+    env.update(extra)
     result = subprocess.run(
         [sys.executable, "-c", PROGRAM, str(limit), when],
         capture_output=True, text=True, timeout=120, check=True, env=env,
@@ -68,3 +69,9 @@ def test_a_limit_set_after_the_threads_made_their_arenas_says_it_may_not_hold() 
 
 def test_the_default_is_two_arenas() -> None:
     assert Settings().malloc_arena_max == 2
+
+
+def test_malloc_arena_max_in_the_environment_is_left_to_glibc() -> None:
+    count, took = arenas_made(2, MALLOC_ARENA_MAX="4")
+    assert took is False, "the operator's own setting wins"
+    assert 2 < count <= 4
