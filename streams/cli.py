@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = _settings(args)
-        limit_arenas(settings.malloc_arena_max)  # as early as we can: arenas made before stay
+        limit_arenas(settings.malloc_arena_max)  # before any thread: glibc settles its limit early
         logging.basicConfig(
             level=logging.DEBUG if args.verbose else settings.log_level,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
