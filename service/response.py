@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, get_args
+from typing import Any, get_args
 from uuid import uuid4
 
 import aiorwlock
@@ -38,17 +38,13 @@ from service.history import empty_history, user_history
 from service.locks import UserLocks
 from service.structured import structured_pages
 from service.term_counts import TermCounts
-from service.visits import VisitSender
+from service.visits import EventSink, VisitSender
 
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
 
 
 async def _nothing() -> list[Any]:
     return []
-
-
-class EventSink(Protocol):
-    async def send(self, topic: str, key: bytes, value: bytes) -> None: ...
 
 
 @dataclass

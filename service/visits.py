@@ -23,7 +23,9 @@ from schemas.topics import MTM, user_key
 log = logging.getLogger(__name__)
 
 
-class Sink(Protocol):
+class EventSink(Protocol):
+    """Where the service's events go: the producer, or the roll's gate in front of it."""
+
     async def send(self, topic: str, key: bytes, value: bytes) -> None: ...
 
 
@@ -32,7 +34,7 @@ SEND_BOUND_S = 300.0  # past a roll's own bound: a send stuck on a stopped produ
 
 
 class VisitSender:
-    def __init__(self, sink: Sink, metrics: Metrics) -> None:
+    def __init__(self, sink: EventSink, metrics: Metrics) -> None:
         self.sink = sink
         self.metrics = metrics
         self._in_flight: set[asyncio.Task[None]] = set()
