@@ -43,6 +43,7 @@ def release_freed_memory() -> None:
 
 
 M_ARENA_MAX = -8  # glibc's malloc.h: the most arenas malloc will create
+ARENA_TEST = 8  # 64-bit glibc: past this many arenas it settles its limit for good
 
 
 class _File(ctypes.Structure):
@@ -65,18 +66,18 @@ def limit_arenas(count: int) -> bool:
 
     glibc gives new threads arenas of their own, up to eight per core; each keeps its own
     free chunks, so memory freed in one cannot serve another and the process keeps the sum.
-    glibc settles its limit once the process has more arenas than that (a static inside
-    ``arena_get2``): a later ``mallopt`` is taken and then ignored. So it must come before
-    the process's threads start (``memoryos``'s main does it first), and a process that has
-    more arenas than ``count`` already gets a warning and False. ``MALLOC_ARENA_MAX`` (or
-    the tunable) in the environment is left to glibc.
+    glibc settles its limit once the process has more than ``ARENA_TEST`` arenas (a static
+    inside ``arena_get2``): a later ``mallopt`` is taken and then ignored. So it must come
+    before the process's threads start (``memoryos``'s main does it first), and a process
+    past that gets a warning and False. A valid ``MALLOC_ARENA_MAX`` (or the tunable) in the
+    environment is left to glibc. Never raises: it is tuning, not a reason not to start.
     """
     if _LIBC is None or count <= 0 or not hasattr(_LIBC, "mallopt"):
         return False
-    if os.environ.get("MALLOC_ARENA_MAX") or "arena_max" in os.environ.get("GLIBC_TUNABLES", ""):
+    if _operator_limit():
         return False  # the operator's own setting, read by glibc at the first allocation, wins
     made = malloc_arenas() or 0
-    if made > count:
+    if made > ARENA_TEST:
         log.warning(
             "glibc has made %d malloc arenas already: MEMORYOS_MALLOC_ARENA_MAX=%d may not "
             "hold in this process (set MALLOC_ARENA_MAX in its environment instead)",
@@ -87,21 +88,31 @@ def limit_arenas(count: int) -> bool:
     return bool(_LIBC.mallopt(M_ARENA_MAX, count))
 
 
+def _operator_limit() -> bool:
+    value = os.environ.get("MALLOC_ARENA_MAX", "").strip()
+    if value.isdigit() and int(value) > 0:  # glibc ignores 0 and what is not a number
+        return True
+    return "arena_max" in os.environ.get("GLIBC_TUNABLES", "")
+
+
 def malloc_arenas() -> int | None:
     """How many arenas glibc has made in this process (``malloc_info``); None without glibc."""
     if _LIBC is None or not hasattr(_LIBC, "malloc_info"):
         return None
     import tempfile  # only the soak's sampling and the limit's check ask
 
-    with tempfile.NamedTemporaryFile(suffix=".xml") as sink:
-        stream = _LIBC.fopen(sink.name.encode(), b"w")
-        if not stream:
-            return None
-        try:
-            _LIBC.malloc_info(0, stream)
-        finally:
-            _LIBC.fclose(stream)
-        return sink.read().count(b"<heap nr=")
+    try:  # no writable temporary folder (a read-only container): no count, no failure
+        with tempfile.NamedTemporaryFile(suffix=".xml") as sink:
+            stream = _LIBC.fopen(sink.name.encode(), b"w")
+            if not stream:
+                return None
+            try:
+                _LIBC.malloc_info(0, stream)
+            finally:
+                _LIBC.fclose(stream)
+            return sink.read().count(b"<heap nr=")
+    except OSError:
+        return None
 
 
 async def release_forever(interval_s: float) -> None:

@@ -130,7 +130,10 @@ def pymalloc_parts_mb() -> dict[str, float]:
         return {}
     sys.stderr.flush()
     with tempfile.TemporaryFile() as sink:
-        saved = os.dup(2)
+        try:
+            saved = os.dup(2)
+        except OSError:  # no stderr at all (a daemon): nothing to point back
+            return {}
         try:
             os.dup2(sink.fileno(), 2)
             sys._debugmallocstats()

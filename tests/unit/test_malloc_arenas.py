@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -75,3 +76,18 @@ def test_malloc_arena_max_in_the_environment_is_left_to_glibc() -> None:
     count, took = arenas_made(2, MALLOC_ARENA_MAX="4")
     assert took is False, "the operator's own setting wins"
     assert 2 < count <= 4
+
+
+def test_no_writable_temporary_folder_gives_no_count_and_no_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read-only container: the arena count is only tuning, so start-up goes on."""
+    monkeypatch.setattr(tempfile, "tempdir", "/proc/self")  # nothing can be created there
+    assert native_memory.malloc_arenas() is None
+    native_memory.limit_arenas(2)  # must not raise
+
+
+def test_an_invalid_malloc_arena_max_does_not_switch_the_limit_off() -> None:
+    count, took = arenas_made(2, MALLOC_ARENA_MAX="0")  # glibc ignores 0
+    assert took is True
+    assert count <= 2
