@@ -348,6 +348,14 @@ class Settings(BaseSettings):
         "set at start); 0: glibc's default of 8 per core",
     )
 
+    gil_switch_interval_ms: float = Field(
+        0.5,
+        ge=0,
+        le=1000,
+        description="how long a thread may hold Python's GIL while another waits for it "
+        "(sys.setswitchinterval, set at start); 0: Python's default of 5 ms",
+    )
+
     gc_freeze: bool = Field(
         True,
         description="keep the objects alive after start-up out of Python's full garbage "

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.native_memory import limit_arenas
+from adapters.switch_interval import set_switch_interval
 from adapters.settings import Settings, load_settings
 from schemas.errors import MemoryOSError
 from streams.cli_help import (
@@ -239,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = _settings(args)
         limit_arenas(settings.malloc_arena_max)  # before any thread: glibc settles its limit early
+        set_switch_interval(settings.gil_switch_interval_ms)
         logging.basicConfig(
             level=logging.DEBUG if args.verbose else settings.log_level,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",

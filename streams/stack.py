@@ -19,6 +19,7 @@ from adapters.deps import Deps
 from adapters.embedders.batching import MicroBatchingEmbedder
 from adapters.journal import Entry, Journal, NoJournal, open_journal
 from adapters.native_memory import limit_arenas, release_forever
+from adapters.switch_interval import set_switch_interval
 from adapters.settings import Settings
 from adapters.store_vacuum import vacuum_forever
 from adapters.wiring import build_deps, close_deps
@@ -140,6 +141,7 @@ class Stack:
         """``steps`` hears of each start-up step (broker, model, worker or producer, http)."""
         settings = self.settings
         limit_arenas(settings.malloc_arena_max)  # before the stack's threads first allocate
+        set_switch_interval(settings.gil_switch_interval_ms)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self._tracing = tracing.setup(settings, self.role)
         if self._tracing:

@@ -72,7 +72,10 @@ class MiniLMEmbedder:
 
     async def close(self) -> None:
         self._cache.clear()
-        self._model = None
+        model, self._model = self._model, None
+        close = getattr(model, "close", None)  # ONNX Runtime's lanes; torch has none
+        if close is not None:
+            close()
 
     def _remember(self, text: str, vector: Vector) -> None:
         if self._cache_size <= 0:

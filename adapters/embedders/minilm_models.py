@@ -9,9 +9,15 @@ batches of 8 269-288 against 164-175, turns in batches of 64 70-74 against 33; R
 195-201 MB against 565-575. Two choices make ONNX's figures: texts are sorted by length and run
 8 at a time (a batch padded to its longest text ran 24 turns/s), and ONNX Runtime's memory
 arena is off (with it, every new batch shape kept its buffers: 80 mixed batches grew a process
-from 186 to 545 MB; without it, 185 to 234 MB; about 10% slower on questions). Its threads do
-not spin while idle: spinning took CPU from the event loop (1 caller, 33.2 retrieves/s
-spinning, 38.3 not).
+from 186 to 545 MB; without it, 185 to 234 MB; about 10% slower on questions).
+
+Each model call runs on one thread, and a batch of several chunks runs its chunks on
+``MEMORYOS_MINILM_THREADS`` threads at once (lanes), instead of ONNX Runtime splitting every
+call over a thread per core. A chunk on one thread costs less CPU (questions in batches of 8:
+5.0 against 5.6 ms per text), and a retrieve's query batch then leaves the other core to the
+event loop, which is what limits retrieves under concurrent callers (issue 19; README,
+Results). Turns in batches of 64 still use both cores: 79 texts/s in lanes, 88 with ONNX
+Runtime's threads, 50 on one thread. One question alone is slower: 129 against 195 texts/s.
 
 The ONNX file is exported from the bundled torch model on first use and kept in
 ``MEMORYOS_MODEL_CACHE_DIR``; later processes load it without importing torch.
@@ -26,6 +32,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -89,26 +96,37 @@ class OnnxModel:
         from tokenizers import Tokenizer
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = 1  # the lanes are ours (module docstring)
         # Every batch has its own shape: the arena kept a buffer per shape and grew the process
         # from 186 to 545 MB over 80 mixed batches; without it, 185 to 234 MB.
         options.enable_cpu_mem_arena = False
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()  # each chunk is padded to its own longest text
         self.chunk = chunk
+        self.lanes = threads or len(os.sched_getaffinity(0))
+        self._pool = ThreadPoolExecutor(self.lanes, "minilm-lane") if self.lanes > 1 else None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
 
     def encode(self, batch: list[str]) -> Matrix:
         """Texts of similar length run together (as sentence-transformers sorts them): one
-        long text padded a whole batch of short ones to its length."""
+        long text padded a whole batch of short ones to its length. The chunks of one batch
+        run on the lanes at once; one chunk runs on the calling thread."""
         encoded = self.tokenizer.encode_batch(batch)
         order = sorted(range(len(batch)), key=lambda i: len(encoded[i].ids))
         rows = np.empty((len(batch), 384), dtype=np.float32)
-        for start in range(0, len(order), self.chunk):
-            part = order[start : start + self.chunk]
-            rows[part] = self._run([encoded[i] for i in part])
+        parts = [order[start : start + self.chunk] for start in range(0, len(order), self.chunk)]
+        runs = [[encoded[i] for i in part] for part in parts]
+        if self._pool is None or len(parts) == 1:
+            results = [self._run(run) for run in runs]
+        else:
+            results = list(self._pool.map(self._run, runs))
+        for part, result in zip(parts, results, strict=True):
+            rows[part] = result
         return rows
 
     def _run(self, encoded: Sequence[Any]) -> Matrix:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -84,6 +86,39 @@ def test_many_texts_of_mixed_length_keep_their_order(
     assert np.abs(got - torch_model.encode(texts)).max() < 1e-5
     alone = np.vstack([onnx_model.encode([text]) for text in texts])
     assert np.abs(got - alone).max() < 1e-5
+
+
+def test_the_chunks_of_one_batch_run_on_the_lanes_at_once(
+    cache: Path, onnx_model: OnnxModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each chunk runs on one thread; a batch of several chunks spreads them over the lanes
+    and gives the vectors one lane gives, in order; a batch of one chunk stays on the
+    calling thread (a retrieve's query batch leaves the other core to the event loop)."""
+    two = OnnxModel(graph_path(cache), threads=2)
+    one = OnnxModel(graph_path(cache), threads=1)
+    assert two.session.get_session_options().intra_op_num_threads == 1
+    threads: set[str] = set()
+    seen_run = OnnxModel._run
+    started = threading.Barrier(2, timeout=30)
+
+    def run(self: OnnxModel, encoded: Any) -> Any:
+        threads.add(threading.current_thread().name)
+        if self is two and len(threads) <= 2 and threading.current_thread().name != "MainThread":
+            started.wait()  # both lanes inside a model call at the same time, or this times out
+        return seen_run(self, encoded)
+
+    texts = [" ".join(["word"] * ((i * 5) % 17 + 1)) + f" item {i}" for i in range(16)]
+    want = one.encode(texts)
+    threads.clear()
+    monkeypatch.setattr(OnnxModel, "_run", run)
+    got = two.encode(texts)
+    assert np.abs(got - want).max() < 1e-6
+    assert len(threads) == 2 and all(name.startswith("minilm-lane") for name in threads)
+    threads.clear()
+    two.encode(texts[:8])
+    assert threads == {threading.current_thread().name}
+    two.close()
+    one.close()
 
 
 def test_a_graph_that_differs_from_torch_is_refused(torch_model: TorchModel) -> None:
