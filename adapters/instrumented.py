@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from adapters.metrics import Metrics
 from adapters.ports import (
@@ -113,6 +114,7 @@ class InstrumentedStore:
         self.inner = inner
         self.name = inner.name
         self._seconds = metrics.store_seconds
+        self._timers: dict[str, Any] = {}  # a retrieve makes a dozen store calls: labels once
 
     @asynccontextmanager
     async def _timed(self, operation: str) -> AsyncIterator[None]:
@@ -120,7 +122,10 @@ class InstrumentedStore:
         try:
             yield
         finally:
-            self._seconds.labels(operation=operation).observe(time.perf_counter() - started)
+            timer = self._timers.get(operation)
+            if timer is None:
+                timer = self._timers[operation] = self._seconds.labels(operation=operation)
+            timer.observe(time.perf_counter() - started)
 
     async def ensure_collections(self, dim: int) -> None:
         await self.inner.ensure_collections(dim)

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters.native_memory import limit_arenas
-from adapters.switch_interval import set_switch_interval
 from adapters.settings import Settings, load_settings
+from adapters.switch_interval import set_switch_interval
 from schemas.errors import MemoryOSError
 from streams.cli_help import (
     BENCH_EPILOG,

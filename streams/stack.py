@@ -19,9 +19,9 @@ from adapters.deps import Deps
 from adapters.embedders.batching import MicroBatchingEmbedder
 from adapters.journal import Entry, Journal, NoJournal, open_journal
 from adapters.native_memory import limit_arenas, release_forever
-from adapters.switch_interval import set_switch_interval
 from adapters.settings import Settings
 from adapters.store_vacuum import vacuum_forever
+from adapters.switch_interval import set_switch_interval
 from adapters.wiring import build_deps, close_deps
 from schemas.codec import dumps
 from schemas.errors import ConfigError

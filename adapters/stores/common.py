@@ -210,6 +210,25 @@ def dense_of(vector: object) -> list[float]:
     return []
 
 
+_ID_TEXTS: dict[int, str] = {}
+ID_TEXTS_MAX = 1 << 16  # about 10 MB at most; emptied when full
+
+
+def id_text(point_id: object) -> str:
+    """A point id as text. Qdrant Edge hands ids out as ``uuid.UUID``, which ``str()`` formats
+    in Python, about a microsecond each; a retrieve turns a few hundred into text (issue 19),
+    mostly the same user's pages again and again, so their texts are kept."""
+    if not isinstance(point_id, uuid.UUID):
+        return str(point_id)
+    key = point_id.int
+    text = _ID_TEXTS.get(key)
+    if text is None:
+        if len(_ID_TEXTS) >= ID_TEXTS_MAX:
+            _ID_TEXTS.clear()
+        text = _ID_TEXTS[key] = str(point_id)
+    return text
+
+
 def to_point(point_id: object, payload: Payload | None, vector: object) -> Point:
     """A stored record as a Point; both engines' sparse vectors carry indices and values."""
     sparse: SparseVector | None = None
@@ -217,14 +236,14 @@ def to_point(point_id: object, payload: Payload | None, vector: object) -> Point
     if lexical is not None:
         sparse = dict(zip(lexical.indices, map(float, lexical.values), strict=True))
     return Point(
-        id=str(point_id), vector=dense_of(vector), payload=dict(payload or {}), sparse=sparse
+        id=id_text(point_id), vector=dense_of(vector), payload=dict(payload or {}), sparse=sparse
     )
 
 
 def to_hit(point_id: object, score: float, payload: Payload | None, vector: object) -> Hit:
     """A scored point as a Hit; ``vector`` is None unless vectors were asked for."""
     return Hit(
-        id=str(point_id),
+        id=id_text(point_id),
         score=float(score),
         payload=dict(payload or {}),
         vector=None if vector is None else dense_of(vector),

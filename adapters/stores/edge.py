@@ -49,6 +49,7 @@ from adapters.stores.common import (
     check_search,
     collection_specs,
     dense_of,
+    id_text,
     in_order,
     match_pairs,
     prefetch_limit,
@@ -239,7 +240,7 @@ class EdgeStore:
                 return self._with_fields(collection, cached, scored)
         # Edge hands out a fresh payload dict at each access: kept as it is, not copied
         return [
-            Hit(str(point.id), point.score, point.payload or {}, _dense_or_none(point.vector))
+            Hit(id_text(point.id), point.score, point.payload or {}, _dense_or_none(point.vector))
             for point in scored
         ]
 
@@ -248,13 +249,13 @@ class EdgeStore:
     ) -> list[Hit]:
         """Hits of ``scored`` (read without their payload) with ``fields`` of each, from the
         field cache or, for the points it lacks, read in one call and kept."""
-        ids = [str(point.id) for point in scored]
+        ids = [id_text(point.id) for point in scored]
         found = self._fields.get(collection, fields, ids)
         missing = [point_id for point_id in ids if point_id not in found]
         if missing:
             selector = qe.PayloadSelector.Include(list(fields))
             records = self._shards[collection].retrieve(list[Any](missing), selector, False)
-            read = {str(record.id): record.payload or {} for record in records}
+            read = {id_text(record.id): record.payload or {} for record in records}
             self._fields.put(collection, fields, read)
             found.update(read)
         return [

@@ -113,7 +113,8 @@ def test_the_chunks_of_one_batch_run_on_the_lanes_at_once(
     monkeypatch.setattr(OnnxModel, "_run", run)
     got = two.encode(texts)
     assert np.abs(got - want).max() < 1e-6
-    assert len(threads) == 2 and all(name.startswith("minilm-lane") for name in threads)
+    assert len(threads) == 2
+    assert all(name.startswith("minilm-lane") for name in threads)
     threads.clear()
     two.encode(texts[:8])
     assert threads == {threading.current_thread().name}
