@@ -254,8 +254,15 @@ class MemoryRepository:
     # --- per-user documents (payload-only points): heat bookkeeping and persona ---
 
     async def load_doc(self, user_id: str, kind: str) -> dict[str, Any] | None:
-        points = await self.store.retrieve(PERSONAS, [ids.point_id(user_id, "doc", kind)])
-        return doc_data(points[0].payload) if points else None
+        return (await self.load_docs([(user_id, kind)]))[0]
+
+    async def load_docs(self, keys: Sequence[tuple[str, str]]) -> list[dict[str, Any] | None]:
+        """The documents of these (user, kind) keys in one store read, in the order asked;
+        None where there is none."""
+        wanted = [ids.point_id(user_id, "doc", kind) for user_id, kind in keys]
+        points = await self.store.retrieve(PERSONAS, wanted)
+        found = {point.id: doc_data(point.payload) for point in points}
+        return [found.get(point_id) for point_id in wanted]
 
     async def save_doc(
         self, user_id: str, kind: str, data: Mapping[str, Any], **flags: bool
@@ -272,6 +279,21 @@ class MemoryRepository:
     async def load_persona(self, user_id: str) -> Persona:
         data = await self.load_doc(user_id, PERSONA_DOC)
         return Persona.model_validate(data) if data else Persona(user_id=user_id)
+
+    async def load_persona_view(
+        self, user_id: str, assistant_id: str | None
+    ) -> tuple[Persona, dict[str, Any], dict[str, Any]]:
+        """(extracted persona, stated profile, assistant's profile) in one store read: every
+        retrieve reads all three, and three reads cost the event loop three times (issue 19)."""
+        persona, stated, agent = await self.load_docs(
+            [
+                (user_id, PERSONA_DOC),
+                (user_id, PROFILE_DOC),
+                (ASSISTANTS, f"profile:{assistant_of(assistant_id)}"),
+            ]
+        )
+        extracted = Persona.model_validate(persona) if persona else Persona(user_id=user_id)
+        return extracted, stated or {}, agent or {}
 
     async def save_persona(self, persona: Persona) -> None:
         await self.save_doc(persona.user_id, PERSONA_DOC, persona.model_dump(mode="json"))

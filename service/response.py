@@ -262,11 +262,8 @@ class ResponseService:
 
     async def persona(self, user_id: str, assistant_id: str | None = None) -> Persona:
         """The persona as ``assistant_id`` sees it: the API's profile over the extracted one."""
-        repo = self.deps.repo
-        persona, stated, agent_profile = await asyncio.gather(
-            repo.load_persona(user_id),
-            repo.load_profile(user_id),
-            repo.load_assistant_profile(assistant_id),
+        persona, stated, agent_profile = await self.deps.repo.load_persona_view(
+            user_id, assistant_id
         )
         return persona_view(persona, stated, agent_profile, assistant_id)
 

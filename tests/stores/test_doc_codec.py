@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,3 +49,23 @@ async def test_a_document_written_nested_by_an_earlier_version_still_reads(
 def test_a_document_that_is_not_an_object_is_a_store_error(data: object) -> None:
     with pytest.raises(StoreError, match="document"):
         doc_data({"data": data})
+
+
+async def test_several_documents_come_in_one_read_in_the_order_asked(
+    repo: MemoryRepository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await repo.save_doc("alice", HEAT_DOC, {"clock": 1.0})
+    await repo.save_profile("alice", {"name": "Alice"})
+    reads: list[int] = []
+    real = repo.store.retrieve
+
+    async def counted(collection: str, point_ids: Any, with_vectors: bool = False) -> Any:
+        reads.append(len(point_ids))
+        return await real(collection, point_ids, with_vectors)
+
+    monkeypatch.setattr(repo.store, "retrieve", counted)
+    keys = [("alice", "profile"), ("bob", HEAT_DOC), ("alice", HEAT_DOC)]
+    assert await repo.load_docs(keys) == [{"name": "Alice"}, None, {"clock": 1.0}]
+    persona, stated, agent = await repo.load_persona_view("alice", None)
+    assert (persona.user_id, stated, agent) == ("alice", {"name": "Alice"}, {})
+    assert reads == [3, 3], "one read for the three documents, each time"
