@@ -176,8 +176,9 @@ class Settings(BaseSettings):
         0,
         ge=0,
         le=256,
-        description="embedder=minilm on ONNX Runtime: threads one model call uses (0: one per "
-        "core)",
+        description="embedder=minilm on ONNX Runtime: each model call runs on one thread; a "
+        "batch of more than 8 texts runs its chunks on this many threads at once (0: one per "
+        "core, at most 4)",
     )
     model_cache_dir: Path | None = Field(
         None,
@@ -353,7 +354,8 @@ class Settings(BaseSettings):
         ge=0,
         le=1000,
         description="how long a thread may hold Python's GIL while another waits for it "
-        "(sys.setswitchinterval, set at start); 0: Python's default of 5 ms",
+        "(sys.setswitchinterval, set at start); 0 leaves the process's own (Python's default "
+        "is 5 ms)",
     )
 
     gc_freeze: bool = Field(

@@ -15,6 +15,7 @@ import sys
 
 
 def set_switch_interval(ms: float) -> None:
-    """Let a waiting thread have the GIL after ``ms`` milliseconds; 0 keeps Python's own."""
+    """Let a waiting thread have the GIL after ``ms`` milliseconds, process-wide; 0 leaves
+    the process's interval as it is."""
     if ms > 0:
         sys.setswitchinterval(ms / 1000)

@@ -32,7 +32,7 @@ from evaluation.memory_parts import HeapProfile, memory_parts
 from evaluation.scratch import fresh_stack
 from memory.text import _cached_stem, phrase_tokens
 from schemas.turn import TurnEvent
-from service.structured import _moment
+from service.structured import _parsed
 from streams.roll import rss_bytes
 from streams.stack import Stack
 
@@ -93,7 +93,7 @@ def cache_entries_k(stack: Stack) -> dict[str, float]:
     return {
         "cache_term_counts_k": round(len(service.term_counts) / 1000, 1),
         "cache_field_points_k": round(fields / 1000, 1),
-        "cache_moments_k": round(_moment.cache_info().currsize / 1000, 1),
+        "cache_moments_k": round(_parsed.cache_info().currsize / 1000, 1),
         "cache_stems_k": round(_cached_stem.cache_info().currsize / 1000, 1),
         "cache_phrases_k": round(phrase_tokens.cache_info().currsize / 1000, 1),
     }

@@ -24,16 +24,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 DenseScale = Literal["pool", "raw"]
 
 
-@dataclass(frozen=True)
-class PoolPage:
+class PoolPage(NamedTuple):
     """A page found near the query: its place in the history and its two raw scores.
 
-    ``lexical`` is 0.0 and ``dense`` is None when that search did not return the page.
+    ``lexical`` is 0.0 and ``dense`` is None when that search did not return the page. A
+    named tuple, not a frozen dataclass: a retrieve builds a couple of hundred, and a frozen
+    dataclass took three times as long to build (issue 19).
     """
 
     page_id: str

@@ -112,21 +112,24 @@ def _pool(
 
 
 @lru_cache(maxsize=1 << 16)  # a user's pages come back in pool after pool
-def _moment(timestamp: str) -> datetime:
-    return datetime.fromisoformat(timestamp)
+def _parsed(timestamp: str) -> tuple[float, int, int]:
+    """(epoch seconds, year, month as written): kept, not the datetime, whose epoch seconds
+    were computed again for every page of every pool (issue 19)."""
+    moment = datetime.fromisoformat(timestamp)
+    return moment.timestamp(), moment.year, moment.month
 
 
 def _seconds(timestamp: object) -> float:
     """A stored page's timestamp (ISO 8601, as the page payload holds it) in epoch seconds."""
-    return _moment(timestamp).timestamp() if isinstance(timestamp, str) else 0.0
+    return _parsed(timestamp)[0] if isinstance(timestamp, str) else 0.0
 
 
 def _dated(timestamp: object, named: frozenset[NamedDate]) -> bool:
     # The date as written (the conversation's own zone), not as UTC seconds.
     if not isinstance(timestamp, str):
         return False
-    moment = _moment(timestamp)
-    return date_named(named, moment.year, moment.month)
+    _, year, month = _parsed(timestamp)
+    return date_named(named, year, month)
 
 
 def _until_k_mid_term(

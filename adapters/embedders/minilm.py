@@ -72,7 +72,13 @@ class MiniLMEmbedder:
 
     async def close(self) -> None:
         self._cache.clear()
-        model, self._model = self._model, None
+        # under the model lock: an encode still running in its thread (a stop's bounded wait)
+        # finishes on the model it started with
+        await asyncio.to_thread(self._release_model)
+
+    def _release_model(self) -> None:
+        with self._model_lock:
+            model, self._model = self._model, None
         close = getattr(model, "close", None)  # ONNX Runtime's lanes; torch has none
         if close is not None:
             close()

@@ -4,9 +4,10 @@ Both turn a batch of texts into unit-length rows (mean pooling over the tokens, 
 model's sentence-transformers config says). They give the same vectors (the exported graph is
 checked against torch when it is made, and against the vectors saved then at each load), but
 not at the same cost. Measured on this 2-core machine with ``evaluation.embedder_speed`` on
-LoCoMo's texts, ONNX against torch: questions one at a time 168-177 against 57-58 texts/s, in
-batches of 8 269-288 against 164-175, turns in batches of 64 70-74 against 33; RSS after
-195-201 MB against 565-575. Two choices make ONNX's figures: texts are sorted by length and run
+LoCoMo's texts, ONNX (then on ONNX Runtime's own thread per core, before the lanes below)
+against torch: questions one at a time 168-177 against 57-58 texts/s, in batches of 8 269-288
+against 164-175, turns in batches of 64 70-74 against 33; RSS after 195-201 MB against
+565-575. Two choices make ONNX's figures: texts are sorted by length and run
 8 at a time (a batch padded to its longest text ran 24 turns/s), and ONNX Runtime's memory
 arena is off (with it, every new batch shape kept its buffers: 80 mixed batches grew a process
 from 186 to 545 MB; without it, 185 to 234 MB; about 10% slower on questions).
@@ -46,6 +47,15 @@ log = logging.getLogger(__name__)
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 OPSET = 17
 CHUNK = 8  # texts per model call, after sorting by length
+MAX_DEFAULT_LANES = 4  # MEMORYOS_MINILM_THREADS=0: one lane per core, at most this many
+
+
+def _cores() -> int:
+    """The cores this process may run on (its affinity where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 FORMAT = "v1"  # the export's own version: bump it when export() changes what it writes
 # Texts that exercise what an export could get wrong: one token, padding in a mixed batch,
 # truncation past MAX_TOKENS, non-ASCII.
@@ -105,26 +115,31 @@ class OnnxModel:
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()  # each chunk is padded to its own longest text
         self.chunk = chunk
-        self.lanes = threads or len(os.sched_getaffinity(0))
+        self.lanes = threads or min(_cores(), MAX_DEFAULT_LANES)
         self._pool = ThreadPoolExecutor(self.lanes, "minilm-lane") if self.lanes > 1 else None
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+        """Let the lanes go; a later batch runs on the calling thread."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
 
     def encode(self, batch: list[str]) -> Matrix:
         """Texts of similar length run together (as sentence-transformers sorts them): one
         long text padded a whole batch of short ones to its length. The chunks of one batch
-        run on the lanes at once; one chunk runs on the calling thread."""
+        run on the lanes at once when the batch is bigger than a query batch (``CHUNK``
+        texts, whatever the chunk: int8 runs one text per chunk), so that a retrieve's query
+        batch stays on the calling thread and leaves the other cores to the event loop."""
         encoded = self.tokenizer.encode_batch(batch)
         order = sorted(range(len(batch)), key=lambda i: len(encoded[i].ids))
         rows = np.empty((len(batch), 384), dtype=np.float32)
         parts = [order[start : start + self.chunk] for start in range(0, len(order), self.chunk)]
         runs = [[encoded[i] for i in part] for part in parts]
-        if self._pool is None or len(parts) == 1:
+        pool = self._pool
+        if pool is None or len(batch) <= CHUNK or len(parts) == 1:
             results = [self._run(run) for run in runs]
         else:
-            results = list(self._pool.map(self._run, runs))
+            results = list(pool.map(self._run, runs))
         for part, result in zip(parts, results, strict=True):
             rows[part] = result
         return rows

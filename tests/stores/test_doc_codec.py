@@ -14,6 +14,7 @@ from adapters.repository import HEAT_DOC, TOMBSTONE_DOC, MemoryRepository
 from adapters.stores.edge import EdgeStore
 from memory import ids
 from schemas.errors import StoreError
+from schemas.records import Persona
 
 
 @pytest.fixture
@@ -56,6 +57,7 @@ async def test_several_documents_come_in_one_read_in_the_order_asked(
 ) -> None:
     await repo.save_doc("alice", HEAT_DOC, {"clock": 1.0})
     await repo.save_profile("alice", {"name": "Alice"})
+    await repo.save_assistant_profile("support", {"tone": "calm"})
     reads: list[int] = []
     real = repo.store.retrieve
 
@@ -64,8 +66,14 @@ async def test_several_documents_come_in_one_read_in_the_order_asked(
         return await real(collection, point_ids, with_vectors)
 
     monkeypatch.setattr(repo.store, "retrieve", counted)
-    keys = [("alice", "profile"), ("bob", HEAT_DOC), ("alice", HEAT_DOC)]
-    assert await repo.load_docs(keys) == [{"name": "Alice"}, None, {"clock": 1.0}]
-    persona, stated, agent = await repo.load_persona_view("alice", None)
-    assert (persona.user_id, stated, agent) == ("alice", {"name": "Alice"}, {})
-    assert reads == [3, 3], "one read for the three documents, each time"
+    keys = [("alice", "profile"), ("bob", HEAT_DOC), ("alice", HEAT_DOC), ("alice", "profile")]
+    assert await repo.load_docs(keys) == [
+        {"name": "Alice"},
+        None,
+        {"clock": 1.0},
+        {"name": "Alice"},
+    ]
+    persona, stated, agent = await repo.load_persona_view("alice", "support")
+    assert (persona.user_id, stated, agent) == ("alice", {"name": "Alice"}, {"tone": "calm"})
+    assert await repo.load_persona_view("bob", None) == (Persona(user_id="bob"), {}, {})
+    assert reads == [4, 3, 3], "one read for the documents, each time"

@@ -17,6 +17,7 @@ def test_a_uuid_gives_its_canonical_text_each_time() -> None:
     assert id_text(uuid.UUID(str(point_id))) == str(point_id)  # an equal id, another object
     assert id_text(str(point_id)) == str(point_id)
     assert id_text(7) == "7"
+    assert common._ID_TEXTS[point_id.int] == str(point_id), "kept for the next time"
 
 
 def test_the_kept_texts_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -117,3 +117,40 @@ def test_a_wrong_dimension_setting_is_refused() -> None:
 
 def test_build_embedder_picks_minilm() -> None:
     assert isinstance(build_embedder(Settings(embedder="minilm")), MiniLMEmbedder)
+
+
+async def test_close_waits_for_an_encode_in_flight_and_lets_the_model_go() -> None:
+    """A stop's close must not pull the model from under an encode still in its thread."""
+    import asyncio
+    import threading
+
+    class Model:
+        def __init__(self) -> None:
+            self.closed = False
+            self.inside = threading.Event()
+            self.release = threading.Event()
+
+        def encode(self, batch: list[str]) -> Any:
+            import numpy as np
+
+            self.inside.set()
+            assert self.release.wait(10)
+            assert not self.closed, "closed while encoding"
+            return np.ones((len(batch), 384), dtype=np.float32)
+
+        def close(self) -> None:
+            self.closed = True
+
+    embedder = MiniLMEmbedder(Settings())
+    model = Model()
+    embedder._model = model  # type: ignore[assignment]
+    encoding = asyncio.create_task(embedder.embed(["hello"]))
+    await asyncio.to_thread(model.inside.wait, 10)
+    closing = asyncio.create_task(embedder.close())
+    await asyncio.sleep(0.1)
+    assert not model.closed, "close waited for the encode"
+    model.release.set()
+    await encoding
+    await closing
+    assert model.closed
+    assert embedder._model is None

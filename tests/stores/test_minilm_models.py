@@ -118,8 +118,18 @@ def test_the_chunks_of_one_batch_run_on_the_lanes_at_once(
     threads.clear()
     two.encode(texts[:8])
     assert threads == {threading.current_thread().name}
+    # int8 runs one text per chunk: a query batch still stays on the calling thread
+    per_text = OnnxModel(graph_path(cache), threads=2, chunk=1)
+    threads.clear()
+    per_text.encode(texts[:8])
+    assert threads == {threading.current_thread().name}
+    # closed: the lanes are gone, a big batch runs on the calling thread
     two.close()
-    one.close()
+    threads.clear()
+    assert np.abs(two.encode(texts) - want).max() < 1e-6
+    assert threads == {threading.current_thread().name}
+    for model in (one, per_text):
+        model.close()
 
 
 def test_a_graph_that_differs_from_torch_is_refused(torch_model: TorchModel) -> None:

@@ -36,3 +36,19 @@ def test_the_setting_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("MEMORYOS_GIL_SWITCH_INTERVAL_MS", "-1")
     with pytest.raises(ConfigError, match="MEMORYOS_GIL_SWITCH_INTERVAL_MS"):
         load_settings()
+
+
+def test_memoryos_sets_it_from_the_settings_before_the_command_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from streams import cli
+    from streams.commands import inspect
+
+    seen: list[float] = []
+    ran: list[float] = []
+    monkeypatch.setattr(cli, "set_switch_interval", seen.append)
+    monkeypatch.setattr(inspect, "main", lambda args, settings: ran.append(len(seen)) or 0)
+    monkeypatch.setenv("MEMORYOS_GIL_SWITCH_INTERVAL_MS", "0.7")
+    assert cli.main(["inspect", "alice"]) == 0
+    assert seen == [0.7]
+    assert ran == [1], "set before the command ran"
