@@ -12,8 +12,8 @@ against 164-175, turns in batches of 64 70-74 against 33; RSS after 195-201 MB a
 arena is off (with it, every new batch shape kept its buffers: 80 mixed batches grew a process
 from 186 to 545 MB; without it, 185 to 234 MB; about 10% slower on questions).
 
-Each model call runs on one thread, and a batch of several chunks runs its chunks on
-``MEMORYOS_MINILM_THREADS`` threads at once (lanes), instead of ONNX Runtime splitting every
+Each model call runs on one thread, and a batch of more than ``CHUNK`` texts runs its chunks
+on ``MEMORYOS_MINILM_THREADS`` threads at once (lanes), instead of ONNX Runtime splitting every
 call over a thread per core. A chunk on one thread costs less CPU (questions in batches of 8:
 5.0 against 5.6 ms per text), and a retrieve's query batch then leaves the other core to the
 event loop, which is what limits retrieves under concurrent callers (issue 19; README,
@@ -48,14 +48,6 @@ MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 OPSET = 17
 CHUNK = 8  # texts per model call, after sorting by length
 MAX_DEFAULT_LANES = 4  # MEMORYOS_MINILM_THREADS=0: one lane per core, at most this many
-
-
-def _cores() -> int:
-    """The cores this process may run on (its affinity where the OS has one)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-
-
 FORMAT = "v1"  # the export's own version: bump it when export() changes what it writes
 # Texts that exercise what an export could get wrong: one token, padding in a mixed batch,
 # truncation past MAX_TOKENS, non-ASCII.
@@ -69,6 +61,12 @@ PROBES = [
 TOLERANCE = 1e-4  # largest difference from torch allowed in any coordinate (seen: 1.8e-7)
 
 Matrix = npt.NDArray[np.float32]
+
+
+def _cores() -> int:
+    """The cores this process may run on (its affinity where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 class SentenceModel(Protocol):
