@@ -1,4 +1,5 @@
-"""The memory checks of issue 18 run as commands: Edge under churn, and broker rolls alone."""
+"""Measurements run as commands: Edge under churn and broker rolls alone (issue 18), ingest
+alone (issue 19)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import json
 
 import pytest
 
-from evaluation import edge_churn, roll_memory
+from evaluation import edge_churn, ingest_load, roll_memory
 
 
 def _rows(capsys: pytest.CaptureFixture[str]) -> list[dict[str, float]]:
-    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    # the JSON lines; the bench's own progress lines ("ingest: sending ...") are not rows
+    lines = capsys.readouterr().out.splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{")]
 
 
 @pytest.mark.asyncio
@@ -35,3 +38,15 @@ async def test_roll_memory_rolls_the_broker_and_samples_after_each(
     assert [row["rolls"] for row in rows] == [0, 1]
     assert rows[0]["broker_pid"] != rows[1]["broker_pid"], "a fresh broker after the roll"
     assert all(row["rss_anon_mb"] > 0 and row["py_blocks_k"] > 0 for row in rows)
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio
+async def test_ingest_load_places_every_turn_and_prints_its_rate(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    await ingest_load.run(users=2, turns=12)
+    (row,) = _rows(capsys)
+    assert row["turns"] == 24
+    assert row["users_wrong"] == 0
+    assert row["turns_per_s"] > 0
