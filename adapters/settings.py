@@ -352,7 +352,7 @@ class Settings(BaseSettings):
     gil_switch_interval_ms: float = Field(
         0.5,
         ge=0,
-        le=1000,
+        le=100,  # past this a waiting thread (the model's, the loop) would stall visibly
         description="how long a thread may hold Python's GIL while another waits for it "
         "(sys.setswitchinterval, set at start); 0 leaves the process's own (Python's default "
         "is 5 ms)",

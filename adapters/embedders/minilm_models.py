@@ -32,6 +32,7 @@ import io
 import logging
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -115,10 +116,14 @@ class OnnxModel:
         self.chunk = chunk
         self.lanes = threads or min(_cores(), MAX_DEFAULT_LANES)
         self._pool = ThreadPoolExecutor(self.lanes, "minilm-lane") if self.lanes > 1 else None
+        # a batch hands all its chunks to the lanes under it, so a close cannot shut the
+        # lanes halfway through (the chunks handed over still run)
+        self._pool_lock = threading.Lock()
 
     def close(self) -> None:
         """Let the lanes go; a later batch runs on the calling thread."""
-        pool, self._pool = self._pool, None
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False)
 
@@ -133,11 +138,15 @@ class OnnxModel:
         rows = np.empty((len(batch), 384), dtype=np.float32)
         parts = [order[start : start + self.chunk] for start in range(0, len(order), self.chunk)]
         runs = [[encoded[i] for i in part] for part in parts]
-        pool = self._pool
-        if pool is None or len(batch) <= CHUNK or len(parts) == 1:
+        with self._pool_lock:
+            pool = self._pool
+            lanes = None
+            if pool is not None and len(batch) > CHUNK and len(parts) > 1:
+                lanes = [pool.submit(self._run, run) for run in runs]
+        if lanes is None:
             results = [self._run(run) for run in runs]
         else:
-            results = list(pool.map(self._run, runs))
+            results = [lane.result() for lane in lanes]
         for part, result in zip(parts, results, strict=True):
             rows[part] = result
         return rows

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,34 @@ def test_the_chunks_of_one_batch_run_on_the_lanes_at_once(
     assert threads == {threading.current_thread().name}
     for model in (one, per_text):
         model.close()
+
+
+def test_a_close_while_a_batch_hands_its_chunks_to_the_lanes_waits_for_it(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A close between a batch's chunks being handed over must not fail that batch."""
+    model = OnnxModel(graph_path(cache), threads=2)
+    texts = [f"text number {i} about the lake" for i in range(24)]
+    want = OnnxModel(graph_path(cache), threads=1).encode(texts)
+    pool = model._pool
+    assert pool is not None
+    real_submit = pool.submit
+    handing = threading.Event()
+
+    def slow_submit(*args: Any) -> Any:
+        handing.set()
+        time.sleep(0.1)  # hold the window between two chunks open
+        return real_submit(*args)
+
+    monkeypatch.setattr(pool, "submit", slow_submit)
+    got: list[Any] = []
+    worker = threading.Thread(target=lambda: got.append(model.encode(texts)))
+    worker.start()
+    assert handing.wait(10)
+    model.close()
+    worker.join(30)
+    assert got, "the batch failed"
+    assert np.abs(got[0] - want).max() < 1e-6
 
 
 def test_a_graph_that_differs_from_torch_is_refused(torch_model: TorchModel) -> None:
