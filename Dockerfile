@@ -29,10 +29,10 @@ COPY adapters ./adapters
 COPY evaluation ./evaluation
 COPY client ./client
 RUN pip install . && pip check
-# MiniLM's ONNX graph, exported (and checked against torch) once here instead of at each
-# container's first embedding.
-# With MEMORYOS_MINILM_PRECISION=int8 it also makes the int8 graph, so that the setting needs
-# no write at run time (the folder is root's; the containers run as user 10001).
+# MiniLM's ONNX graphs, exported (and checked against torch) once here instead of at each
+# container's first embedding: fp32 and int8 (a new store's default, MEMORYOS_MINILM_PRECISION
+# auto), so that neither needs a write at run time (the folder is root's; the containers run
+# as user 10001).
 RUN MEMORYOS_MINILM_PRECISION=int8 MEMORYOS_MODEL_CACHE_DIR=/opt/models python -m adapters.embedders.minilm_models
 
 # --- runtime: the virtualenv on a clean slim image, as a non-root user ---

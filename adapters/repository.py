@@ -305,6 +305,11 @@ class MemoryRepository:
     async def save_profile(self, user_id: str, profile: Mapping[str, Any]) -> None:
         await self.save_doc(user_id, PROFILE_DOC, profile)
 
+    async def stored_embedder(self) -> str | None:
+        """The embedder that made this store's vectors, if the store names one yet."""
+        stored = await self.load_doc(SYSTEM, EMBEDDER_DOC)
+        return None if stored is None else str(stored.get("name"))
+
     async def claim_embedder(self, name: str) -> str:
         """The embedder that made this store's vectors: ``name`` if the store names none yet
         (it does from now on), else the one it names."""

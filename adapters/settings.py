@@ -166,11 +166,12 @@ class Settings(BaseSettings):
         description="embedder=minilm: ONNX Runtime (exported from the bundled model once, the "
         "same vectors, faster) or torch",
     )
-    minilm_precision: Literal["fp32", "int8"] = Field(
-        "fp32",
-        description="embedder=minilm: fp32 (the model as published) or int8 (its weights "
-        "quantized by ONNX Runtime: about half the CPU per text, slightly different vectors; "
-        "needs MEMORYOS_MINILM_RUNTIME=onnx)",
+    minilm_precision: Literal["auto", "fp32", "int8"] = Field(
+        "auto",
+        description="embedder=minilm: auto (a store keeps the precision that made its vectors; "
+        "a new store gets int8 on ONNX Runtime, fp32 on torch), fp32 (the model as published) "
+        "or int8 (its weights quantized by ONNX Runtime: about half the CPU per text, slightly "
+        "different vectors; needs MEMORYOS_MINILM_RUNTIME=onnx)",
     )
     minilm_threads: int = Field(
         0,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from adapters.deps import Deps
 from adapters.embedders import build_embedder
+from adapters.embedders.precision import for_store
 from adapters.instrumented import (
     InstrumentedEmbedder,
     InstrumentedLLM,
@@ -23,13 +24,18 @@ async def build_deps(
     settings: Settings, metrics: Metrics | None = None, clock: Clock | None = None
 ) -> Deps:
     metrics = metrics or Metrics()
-    embedder = InstrumentedEmbedder(build_embedder(settings), metrics)
+    inner = build_embedder(settings)
     store = InstrumentedStore(build_store(settings), metrics)
-    await store.ensure_collections(embedder.dim)
+    await store.ensure_collections(inner.dim)
     repo = MemoryRepository(store)
     try:
+        # auto precision follows the store's vectors: known only once the store is open
+        resolved = for_store(settings, await repo.stored_embedder())
+        if resolved is not settings:
+            settings, inner = resolved, build_embedder(resolved)
+        embedder = InstrumentedEmbedder(inner, metrics)
         await check_embedder(repo, embedder.name)
-    except ConfigError:
+    except BaseException:
         await store.close()  # its folder's lock goes with it
         raise
     llm = build_llm(settings, embedder, on_tokens=token_recorder(metrics))

@@ -19,6 +19,7 @@ import psutil  # type: ignore[import-untyped]
 
 from adapters.embedders import build_embedder
 from adapters.embedders.minilm import MiniLMEmbedder
+from adapters.embedders.precision import new_store_precision
 from adapters.ports import Embedder
 from adapters.settings import load_settings
 
@@ -55,7 +56,7 @@ async def main(path: Path) -> None:
     await embedder.embed(["warm up"])
     row: dict[str, object] = {
         "runtime": settings.minilm_runtime,
-        "precision": settings.minilm_precision,
+        "precision": new_store_precision(settings),
     }
     runs = {
         "questions_one_at_a_time": (questions[:300], 1),

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adapters.embedders.minilm_models import SentenceModel, load_model
+from adapters.embedders.precision import MINILM_NAME, minilm_name, new_store_precision
 from adapters.native_memory import release_freed_memory
 from adapters.settings import Settings
 from schemas.errors import ConfigError, EmbedderError
@@ -27,7 +28,7 @@ Vector = npt.NDArray[np.float32]
 
 
 class MiniLMEmbedder:
-    name = "minilm:all-MiniLM-L6-v2"
+    name = MINILM_NAME
     dim = MINILM_DIM
 
     def __init__(self, settings: Settings, *, cache_size: int = 4096) -> None:
@@ -39,9 +40,9 @@ class MiniLMEmbedder:
         self._batch_size = settings.embedding_batch_size
         self._runtime = settings.minilm_runtime
         self._threads = settings.minilm_threads
-        self._precision = settings.minilm_precision
-        if self._precision != "fp32":  # other vectors: a store remembers which embedder made its
-            self.name = f"{MiniLMEmbedder.name}:{self._precision}"
+        # without a store to follow (build_deps resolves auto first), auto is a new store's
+        self._precision = new_store_precision(settings)
+        self.name = minilm_name(self._precision)  # a store remembers which embedder made it
         self._cache_dir = settings.model_cache_path
         self._cache_size = cache_size
         # touched only on the event loop thread, so it needs no lock

@@ -403,11 +403,14 @@ def main() -> None:
     folder = settings.model_cache_path
     # no fallback here: a build must fail, not ship without it
     _onnx_model(folder, threads=1)
-    if settings.minilm_precision == "int8":
+    made = ["fp32"]
+    # auto gives new stores int8: made now too, so a first start does not quantize
+    if settings.minilm_precision != "fp32" and settings.minilm_runtime == "onnx":
         from adapters.embedders.minilm_int8 import int8_model
 
         int8_model(folder, threads=1)
-    print(f"MiniLM ONNX graph ({settings.minilm_precision}) ready in {folder}")
+        made.append("int8")
+    print(f"MiniLM ONNX graph ({' and '.join(made)}) ready in {folder}")
 
 
 if __name__ == "__main__":

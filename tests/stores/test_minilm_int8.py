@@ -83,12 +83,15 @@ def test_int8_needs_onnx_runtime() -> None:
     with pytest.raises(ValueError, match="MEMORYOS_MINILM_PRECISION=int8 needs"):
         Settings(minilm_precision="int8", minilm_runtime="torch")
     assert MiniLMEmbedder(Settings(minilm_precision="int8")).name.endswith(":int8")
-    assert MiniLMEmbedder(Settings()).name == "minilm:all-MiniLM-L6-v2"
+    assert MiniLMEmbedder(Settings(minilm_precision="fp32")).name == "minilm:all-MiniLM-L6-v2"
+    # auto without a store to follow: what a new store gets
+    assert MiniLMEmbedder(Settings()).name.endswith(":int8")
+    assert MiniLMEmbedder(Settings(minilm_runtime="torch")).name == "minilm:all-MiniLM-L6-v2"
 
 
 @pytest.mark.asyncio
 async def test_a_store_refuses_another_embedders_vectors(tmp_path: Path, cache: Path) -> None:
-    fp32 = Settings(data_dir=tmp_path, model_cache_dir=cache)
+    fp32 = Settings(data_dir=tmp_path, model_cache_dir=cache, minilm_precision="fp32")
     deps = await build_deps(fp32)  # a new store: it now names MiniLM fp32
     await close_deps(deps)
     with pytest.raises(ConfigError, match=r"'minilm:all-MiniLM-L6-v2'.*MEMORYOS_MINILM_PRECISION"):
@@ -135,3 +138,33 @@ def test_the_load_check_takes_int8_rounding_but_not_another_graph(
     assert not minilm_int8._cached(
         int8_graph_path(tmp_path), 1, True, minilm_int8.ONE_TEXT, minilm_int8.SAME_GRAPH_COSINE
     ), "another graph's vectors are not taken"
+
+
+@pytest.mark.asyncio
+async def test_auto_gives_a_new_store_int8_and_keeps_each_stores_own_precision(
+    tmp_path: Path, cache: Path
+) -> None:
+    """The default (auto) never strands a store: one made by fp32 (a release before auto, or
+    set so) stays on fp32; a new one gets int8; both then open under auto as they were made."""
+    auto = Settings(data_dir=tmp_path / "new", model_cache_dir=cache)
+    deps = await build_deps(auto)
+    assert deps.settings.minilm_precision == "int8"
+    assert deps.embedder.name.endswith(":int8")
+    vector = (await deps.embedder.embed(["When is my sister's birthday?"]))[0]
+    await close_deps(deps)
+    older = Settings(data_dir=tmp_path / "old", model_cache_dir=cache, minilm_precision="fp32")
+    await close_deps(await build_deps(older))
+    for made, precision in ((auto, "int8"), (older, "fp32")):
+        deps = await build_deps(made.model_copy(update={"minilm_precision": "auto"}))
+        try:
+            assert deps.settings.minilm_precision == precision
+            assert deps.embedder.name == (await deps.repo.stored_embedder())
+            if precision == "int8":  # the same model as the one that made the store
+                again = (await deps.embedder.embed(["When is my sister's birthday?"]))[0]
+                assert float(np.dot(vector, again)) > 0.9999
+        finally:
+            await close_deps(deps)
+    # torch runs fp32 only: auto with torch on an int8 store is refused, naming the settings
+    torch = auto.model_copy(update={"minilm_runtime": "torch"})
+    with pytest.raises(ConfigError, match=r"int8'.*MEMORYOS_MINILM_PRECISION"):
+        await build_deps(torch)
