@@ -30,9 +30,14 @@ async def build_deps(
     repo = MemoryRepository(store)
     try:
         # auto precision follows the store's vectors: known only once the store is open
-        resolved = for_store(settings, await repo.stored_embedder())
+        stored = await repo.stored_embedder()
+        resolved = for_store(settings, stored)
         if resolved is not settings:
             settings, inner = resolved, build_embedder(resolved)
+        if stored is None and settings.embedder == "minilm":
+            # the model loads before a new store is claimed for it: one that cannot load (an
+            # int8 graph that cannot be made) leaves the store free for another precision
+            await inner.embed(["memoryos warm-up"])
         embedder = InstrumentedEmbedder(inner, metrics)
         await check_embedder(repo, embedder.name)
     except BaseException:

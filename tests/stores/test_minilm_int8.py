@@ -168,3 +168,29 @@ async def test_auto_gives_a_new_store_int8_and_keeps_each_stores_own_precision(
     torch = auto.model_copy(update={"minilm_runtime": "torch"})
     with pytest.raises(ConfigError, match=r"int8'.*MEMORYOS_MINILM_PRECISION"):
         await build_deps(torch)
+
+
+@pytest.mark.asyncio
+async def test_a_new_store_whose_model_cannot_load_is_left_unclaimed(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start that fails to load the int8 model (say a cache it cannot write) must not bind
+    the new store to int8: started again with fp32, the same folder opens."""
+    from adapters.embedders import minilm
+
+    loaded = minilm.load_model
+
+    def broken(runtime: str, cache_dir: Path, threads: int, precision: str = "fp32") -> object:
+        if precision == "int8":
+            raise OSError("the int8 graph cannot be written")
+        return loaded(runtime, cache_dir, threads, precision)
+
+    monkeypatch.setattr(minilm, "load_model", broken)
+    auto = Settings(data_dir=tmp_path, model_cache_dir=cache)
+    with pytest.raises(Exception, match="int8 graph cannot be written"):
+        await build_deps(auto)
+    deps = await build_deps(auto.model_copy(update={"minilm_precision": "fp32"}))
+    try:
+        assert await deps.repo.stored_embedder() == "minilm:all-MiniLM-L6-v2"
+    finally:
+        await close_deps(deps)
