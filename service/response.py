@@ -177,7 +177,15 @@ class ResponseService:
         ranking: list[str] = []
         if settings.mtm_retrieval == "structured":
             ranking, chosen, pages = await structured_pages(
-                repo, user_id, vector, query, k, settings, dict(segment_f), self.term_counts
+                repo,
+                user_id,
+                vector,
+                query,
+                k,
+                settings,
+                dict(segment_f),
+                self.term_counts,
+                known=short_term,
             )
             segment_ids = []  # the segments visited are those of the pages chosen
         else:

@@ -40,11 +40,13 @@ async def structured_pages(
     settings: Settings,
     segment_f: Mapping[str, float],
     counts: TermCounts,
+    known: Sequence[Page] = (),
 ) -> tuple[list[str], list[PageCandidate], dict[str, Page]]:
     """(ranking, chosen, pages): the ranking (page ids of either tier) up to the k-th MTM page,
     the MTM pages among it with their segments, and the ranked pages by id.
 
-    ``segment_f`` is the F of the segments near the query (the prior of their pages)."""
+    ``segment_f`` is the F of the segments near the query (the prior of their pages);
+    ``known``: pages this retrieve has read already (the STM window), not read again."""
     text = " ".join(await distinctive_query_terms(counts, user_id, vector, query, settings))
     dense, lexical = await asyncio.gather(
         repo.pool_hits(user_id, vector, text, settings.rank_pool, lexical_only=False),
@@ -85,8 +87,12 @@ async def structured_pages(
         ranked = ranked_pool(expanded)
     segment_of = {page_id: payload.get("segment_id") for page_id, payload in found.items()}
     ranking, chosen = _until_k_mid_term(ranked, segment_of, k)
-    # Only the ranked pages are read in full.
-    pages = {page.page_id: page for page in await repo.pages_by_id(user_id, ranking)}
+    # Only the ranked pages are read in full, and those of the STM window were (issue 19).
+    read = {page.page_id: page for page in known}
+    pages = {page_id: read[page_id] for page_id in ranking if page_id in read}
+    missing = [page_id for page_id in ranking if page_id not in read]
+    if missing:
+        pages.update((page.page_id, page) for page in await repo.pages_by_id(user_id, missing))
     return ranking, [c for c in chosen if c.page_id in pages], pages
 
 

@@ -125,6 +125,32 @@ async def test_segments_are_read_only_when_the_mode_uses_them(
     assert memory.mid_term  # pages found either way
 
 
+async def test_the_stm_pages_the_ranking_holds_are_not_read_again(
+    service: ResponseService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The STM window is read whole at the start of a retrieve; the ranked pages are then read
+    in full, except those of the window (issue 19)."""
+    repo = service.deps.repo
+    asked: list[str] = []
+    read = repo.pages_by_id
+
+    async def counted(user_id: str, page_ids: list[str]) -> list[Page]:
+        asked.extend(page_ids)
+        return await read(user_id, page_ids)
+
+    monkeypatch.setattr(repo, "pages_by_id", counted)
+    # a question on the latest turns: their STM pages rank among the mid-term pages
+    memory = await service.retrieve("ann", "note 9 on garden roses, note 8 on tax forms", top_k=3)
+    window = {page.page_id for page in memory.short_term}
+    ranked_in_window = [page_id for page_id in memory.ranking if page_id in window]
+    assert ranked_in_window, "the question should rank a page of the window"
+    assert not set(asked) & window
+    assert set(asked) == set(memory.ranking) - window
+    shown = {page.page_id: page for page, _, _ in memory.mid_term}
+    assert all(page.page_id in memory.ranking for page in shown.values())
+    assert [page.page_id for page in memory.context()][: len(memory.ranking)] == memory.ranking
+
+
 async def test_a_question_naming_a_month_ranks_that_months_pages_first() -> None:
     pipeline = Pipeline(await make_deps())
     said = [
