@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from adapters.deps import Deps
 from adapters.embedders import build_embedder
-from adapters.embedders.precision import for_store
+from adapters.embedders.precision import for_store, minilm_name
 from adapters.instrumented import (
     InstrumentedEmbedder,
     InstrumentedLLM,
@@ -13,11 +15,13 @@ from adapters.instrumented import (
 )
 from adapters.llm import build_llm
 from adapters.metrics import Metrics
-from adapters.ports import Clock, SystemClock
+from adapters.ports import PAGES, Clock, SystemClock
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
 from adapters.stores import build_store
 from schemas.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 async def build_deps(
@@ -31,6 +35,12 @@ async def build_deps(
     try:
         # auto precision follows the store's vectors: known only once the store is open
         stored = await repo.stored_embedder()
+        legacy: str | None = None
+        if stored is None and settings.embedder == "minilm" and await store.count(PAGES):
+            # pages but no record: made before stores recorded their embedder, when MiniLM
+            # ran fp32 only; neither auto nor int8 may claim those vectors for int8
+            stored = legacy = minilm_name("fp32")
+            log.info("the store names no embedder but holds pages: taken as MiniLM fp32's")
         resolved = for_store(settings, stored)
         if resolved is not settings:
             settings, inner = resolved, build_embedder(resolved)
@@ -39,8 +49,9 @@ async def build_deps(
             # int8 graph that cannot be made) leaves the store free for another precision
             await inner.embed(["memoryos warm-up"])
         embedder = InstrumentedEmbedder(inner, metrics)
-        await check_embedder(repo, embedder.name)
+        await check_embedder(repo, embedder.name, legacy)
     except BaseException:
+        await inner.close()  # a model the warm-up loaded, with its threads
         await store.close()  # its folder's lock goes with it
         raise
     llm = build_llm(settings, embedder, on_tokens=token_recorder(metrics))
@@ -55,10 +66,11 @@ async def build_deps(
     )
 
 
-async def check_embedder(repo: MemoryRepository, name: str) -> None:
+async def check_embedder(repo: MemoryRepository, name: str, inferred: str | None = None) -> None:
     """Refuse a store whose vectors another embedder made: of the same size they would be
-    searched without an error, and found by chance (MiniLM's fp32 and int8 vectors differ)."""
-    stored = await repo.claim_embedder(name)
+    searched without an error, and found by chance (MiniLM's fp32 and int8 vectors differ).
+    ``inferred``: the embedder of a store that names none, as far as its contents tell."""
+    stored = inferred if inferred not in (None, name) else await repo.claim_embedder(name)
     if stored != name:
         raise ConfigError(
             f"the store's vectors were made by the embedder {stored!r}, not by {name!r} as "

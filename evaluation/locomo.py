@@ -23,6 +23,7 @@ import bm25s
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
+from adapters.embedders.precision import new_store_embedder
 from adapters.ports import Embedder
 from adapters.settings import MtmRetrieval, Settings
 from evaluation import locomo_data as data
@@ -118,7 +119,7 @@ def samples_meta(
         "samples": [sample.sample_id for sample in samples],
         "k": k,
         "llm": settings.llm,
-        "embedder": settings.embedder,
+        "embedder": new_store_embedder(settings),
         "settings": {
             name: getattr(settings, name)
             for name in (

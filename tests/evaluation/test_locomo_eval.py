@@ -311,6 +311,11 @@ def test_main_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         assert len({tuple(p) for p in pages}) == len(pages)
 
     summary = json.loads((out / "summary.json").read_text())
+    # the vectors measured, not only the backend: with auto, MiniLM alone would not say
+    assert summary["embedder"] in (
+        "minilm:all-MiniLM-L6-v2:int8",
+        "openai:" + settings.embedding_model,
+    )
     assert summary["ingest"]["stored"]["locomo-conv-1"] == {
         "turns": 12,
         "short_term": 7,
