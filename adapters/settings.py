@@ -199,11 +199,12 @@ class Settings(BaseSettings):
         "Edge's default; 1 is faster for the few hundred points of one user)",
     )
     edge_field_cache_points: int = Field(
-        32_768,
+        0,
         ge=0,
         le=10_000_000,
         description="store=edge: pages whose ranking fields (seq, timestamp, segment) are kept in "
-        "memory for the retrieve's pool searches, about 0.5 KB each (0: read from Edge each time)",
+        "memory for the retrieve's pool searches, about 0.5 KB each (0, the default: read from "
+        "Edge each time, from its cached page payloads)",
     )
     data_dir: Path = Field(Path(".memoryos"), description="embedded data folder")
 
