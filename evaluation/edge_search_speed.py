@@ -7,14 +7,16 @@ user's 100 nearest. The pool searches of a retrieve once carried ``tier in (stm,
 mtm)``, which every page matches; this prints what that condition cost, and the searches
 without it split over two threads (shorter only if Edge lets the GIL go while it searches).
 Then the searches a retrieve's pool makes (the four ranking fields), on the same store
-reopened three ways, each twice, in the order A B C C B A: A as the stack opens it (searches
-on the calling thread, pages' payloads cached by Edge, no field cache), B with the field
-cache of 32,768 points (the default before the pages' payloads were cached), C with Edge's
-own thread per core and no field cache. And two checks of why a retrieve's
-searches stay separate calls on the event loop's thread: a pure-Python loop timed alone, beside
-a thread that hashes (native work that lets the GIL go: the control) and beside a thread that
-searches (longer than beside the hashing if Edge holds the GIL while it searches), and
-Edge's ``query_batch`` (several searches in one call) against one call a search.
+reopened five ways, each twice, in the order A B C D E E D C B A: A as the stack opens it
+(searches on the calling thread, the field cache on), B without the field cache, C with
+Edge's own thread per core and no cache (the previous release), D and E with the pages'
+payloads cached (``MEMORYOS_EDGE_PAGE_PAYLOADS=cached``), with and without the field cache;
+each reopening names its placement, so every way reads the files as it would be opened. And
+two checks of why a retrieve's searches stay separate calls on the event loop's thread: a
+pure-Python loop timed alone, beside a thread that hashes (native work that lets the GIL go:
+the control) and beside a thread that searches (longer than beside the hashing if Edge holds
+the GIL while it searches), and Edge's ``query_batch`` (several searches in one call)
+against one call a search.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import qdrant_edge as qe
@@ -91,10 +94,17 @@ async def run(users: int, pages: int, searches: int) -> dict[str, list[float]]:
         return timings
 
 
-POOL_WAYS = {  # label: EdgeStore options
-    "pool_fields_stack_default": {"search_threads": 1},  # no field cache since the pages' cache
-    "pool_fields_field_cache": {"search_threads": 1, "field_cache_points": 32_768},
+POOL_WAYS: dict[str, dict[str, Any]] = {  # label: EdgeStore options
+    "pool_fields_stack_default": {"search_threads": 1},
+    "pool_fields_no_field_cache": {"search_threads": 1, "field_cache_points": 0},
     "pool_fields_thread_per_core_no_cache": {"search_threads": 0, "field_cache_points": 0},
+    # MEMORYOS_EDGE_PAGE_PAYLOADS=cached, with and without the field cache
+    "pool_fields_cached_payloads": {"search_threads": 1, "page_payloads": "cached"},
+    "pool_fields_cached_payloads_no_field_cache": {
+        "search_threads": 1,
+        "field_cache_points": 0,
+        "page_payloads": "cached",
+    },
 }
 
 

@@ -15,6 +15,7 @@ def build_store(settings: Settings) -> VectorStore:
             settings.data_dir / "qdrant",
             search_threads=settings.edge_search_threads,
             field_cache_points=settings.edge_field_cache_points,
+            page_payloads=settings.edge_page_payloads,
         )
     from adapters.stores.qdrant import QdrantStore
 

@@ -67,15 +67,15 @@ T = TypeVar("T")
 # points/s on two cores means 16 points stay well under a millisecond.
 _INLINE_POINTS = 16
 _LOCK_FILE = ".lock"
-FIELD_CACHE_POINTS = 0  # the settings' default (MEMORYOS_EDGE_FIELD_CACHE_POINTS): off, see PAYLOAD_MEMORY
+FIELD_CACHE_POINTS = 32_768  # the settings' default (MEMORYOS_EDGE_FIELD_CACHE_POINTS)
 NO_HNSW_KB = 1 << 40  # an indexing threshold no shard reaches: vacuums never build HNSW
-# Pages' payloads mapped and kept in the page cache: a retrieve's pools read four fields of
-# a hundred pages, and from Edge's default (cold) storage that took 3.2-3.4 ms per search at
-# 1,000 users x 300 pages against 0.7-1.1 cached (python -m evaluation.edge_search_speed
-# --users 1000). The cost: the collection's files, about 33 MB when empty, in file-backed
-# memory the kernel can reclaim. Other collections read a few points per retrieve: None
-# keeps Edge's default.
-PAYLOAD_MEMORY = {PAGES: qe.Memory.Cached}
+# Where the pages' payloads live (MEMORYOS_EDGE_PAGE_PAYLOADS). A retrieve's pools read four
+# fields of a hundred pages: at 1,000 users x 300 pages that took 3.2-3.6 ms per search from
+# Edge's default (cold) storage and 0.8-0.9 ms cached; at 30 users cached was no faster, its
+# full-payload reads about 0.07 ms slower, and the stack's retrieves about 2.5 ms more of loop
+# CPU (evaluation.edge_search_speed, evaluation.retrieve_load). Named always, not left to
+# the shard: a shard keeps the placement it was last opened with.
+PAGE_PAYLOADS = {"cold": qe.Memory.Cold, "cached": qe.Memory.Cached}
 
 
 class EdgeStore:
@@ -88,9 +88,11 @@ class EdgeStore:
         flush_interval_s: float = 5.0,
         search_threads: int = 1,
         field_cache_points: int = FIELD_CACHE_POINTS,
+        page_payloads: str = "cold",
     ) -> None:
         self._root = Path(path)
         self._search_threads = search_threads
+        self._page_payloads = PAGE_PAYLOADS[page_payloads]
         self._fields = FieldCache(field_cache_points)
         self._flush_interval_s = flush_interval_s
         self._specs: dict[str, CollectionSpec] = {}
@@ -119,7 +121,10 @@ class EdgeStore:
         shards: dict[str, qe.EdgeShard] = {}
         try:
             for spec in specs.values():
-                shards[spec.name] = _open_shard(self._root / spec.name, spec, self._search_threads)
+                payloads = self._page_payloads if spec.name == PAGES else None
+                shards[spec.name] = _open_shard(
+                    self._root / spec.name, spec, self._search_threads, payloads
+                )
         except BaseException:
             _flush_and_close(shards)
             _unlock(self._lock_fd)
@@ -360,14 +365,16 @@ async def _call(in_thread: bool, function: Callable[..., T], *args: Any) -> T:
     return function(*args)
 
 
-def _open_shard(path: Path, spec: CollectionSpec, search_threads: int) -> qe.EdgeShard:
+def _open_shard(
+    path: Path, spec: CollectionSpec, search_threads: int, payloads: qe.Memory | None = None
+) -> qe.EdgeShard:
     config = qe.EdgeConfig(
         vectors={DENSE: qe.EdgeVectorParams(size=spec.dim, distance=qe.Distance.Cosine)},
         sparse_vectors=(
             {LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if spec.lexical else None
         ),
         optimizers=qe.EdgeOptimizersConfig(indexing_threshold=NO_HNSW_KB),
-        payload_memory=PAYLOAD_MEMORY.get(spec.name),
+        payload_memory=payloads,  # None: Edge's own for the collections read a few points at once
         # 0 names the count itself: None would keep the count an earlier start saved
         max_search_threads=search_threads or os.cpu_count() or 1,
     )

@@ -43,7 +43,7 @@ async def fields_stored(store: EdgeStore, user: str = "u1") -> dict[str, dict[st
 
 @pytest.fixture
 async def store(tmp_path: Path) -> Any:
-    opened = EdgeStore(tmp_path / "qdrant", field_cache_points=32_768)  # off by default
+    opened = EdgeStore(tmp_path / "qdrant")
     await opened.ensure_collections(DIM)
     yield opened
     await opened.close()
