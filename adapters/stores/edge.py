@@ -69,12 +69,13 @@ _INLINE_POINTS = 16
 _LOCK_FILE = ".lock"
 FIELD_CACHE_POINTS = 32_768  # the settings' default (MEMORYOS_EDGE_FIELD_CACHE_POINTS)
 NO_HNSW_KB = 1 << 40  # an indexing threshold no shard reaches: vacuums never build HNSW
-# Where the pages' payloads live (MEMORYOS_EDGE_PAGE_PAYLOADS). A retrieve's pools read four
-# fields of a hundred pages: at 1,000 users x 300 pages that took 3.2-3.6 ms per search from
-# Edge's default (cold) storage and 0.8-0.9 ms cached; at 30 users cached was no faster, its
-# full-payload reads about 0.07 ms slower, and the stack's retrieves about 2.5 ms more of loop
-# CPU (evaluation.edge_search_speed, evaluation.retrieve_load). Named always, not left to
-# the shard: a shard keeps the placement it was last opened with.
+# Where the pages' payloads live (MEMORYOS_EDGE_PAGE_PAYLOADS). It takes effect in the segments
+# Edge writes under it: a store made and filled cached searched its pools (four fields of a
+# hundred pages) in 0.8-1.2 ms at 1,000 users x 300 pages, whichever way it was reopened;
+# made cold, 3.4-3.7 ms, cached at reopening or not. At 30 users cached gained nothing, and
+# the stack's retrieves took about 2.5 ms more of loop CPU (evaluation.edge_search_speed
+# --page-payloads, evaluation.retrieve_load). Named at every opening: a shard otherwise keeps
+# the placement it was last opened with.
 PAGE_PAYLOADS = {"cold": qe.Memory.Cold, "cached": qe.Memory.Cached}
 
 
