@@ -202,8 +202,9 @@ class Settings(BaseSettings):
         "cold",
         description="store=edge: how the pages' payloads are written: cold (Edge's default) or "
         "cached (kept mapped in memory: pool searches about 3x faster in a store of 1,000 users, "
-        "no faster in a small one, about 33 MB more file-backed memory); it applies to the "
-        "segments written while it is set, so set it before a store fills",
+        "no faster in a small one, about 33 MB more file-backed memory); Edge fixes it when it "
+        "creates a segment, so set it before the store's first start: an existing store changes "
+        "only where a vacuum rewrites a segment",
     )
     edge_field_cache_points: int = Field(
         32_768,

@@ -15,7 +15,14 @@ from adapters.instrumented import (
 )
 from adapters.llm import build_llm
 from adapters.metrics import Metrics
-from adapters.ports import PAGES, Clock, SystemClock
+from adapters.ports import (
+    AGENT_TRAITS,
+    PAGES,
+    SEGMENTS,
+    USER_KNOWLEDGE,
+    Clock,
+    SystemClock,
+)
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
 from adapters.stores import build_store
@@ -36,11 +43,11 @@ async def build_deps(
         # auto precision follows the store's vectors: known only once the store is open
         stored = await repo.stored_embedder()
         legacy: str | None = None
-        if stored is None and settings.embedder == "minilm" and await store.count(PAGES):
-            # pages but no record: made before stores recorded their embedder, when MiniLM
+        if stored is None and settings.embedder == "minilm" and await _holds_vectors(store):
+            # vectors but no record: made before stores recorded their embedder, when MiniLM
             # ran fp32 only; neither auto nor int8 may claim those vectors for int8
             stored = legacy = minilm_name("fp32")
-            log.info("the store names no embedder but holds pages: taken as MiniLM fp32's")
+            log.info("the store names no embedder but holds vectors: taken as MiniLM fp32's")
         resolved = for_store(settings, stored)
         if resolved is not settings:
             settings, inner = resolved, build_embedder(resolved)
@@ -64,6 +71,15 @@ async def build_deps(
         clock=clock or SystemClock(),
         metrics=metrics,
     )
+
+
+async def _holds_vectors(store: InstrumentedStore) -> bool:
+    """Whether any collection holds an embedded point: pages can all be gone (evicted from
+    MTM, forgotten) while facts and segments stay."""
+    for collection in (PAGES, SEGMENTS, USER_KNOWLEDGE, AGENT_TRAITS):
+        if await store.count(collection):
+            return True
+    return False
 
 
 async def check_embedder(repo: MemoryRepository, name: str, inferred: str | None = None) -> None:

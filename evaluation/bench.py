@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from adapters.embedders.precision import new_store_embedder
 from adapters.settings import Settings
 from evaluation import bench_report as report
 from evaluation import soak_report
@@ -299,7 +298,7 @@ def assemble(
             "busy_s": {k: round(v, 2) for k, v in busy.items()},
             "stage_events": ingest.stage_events,
             "verified": not ingest.mismatched,
-            "embedder": new_store_embedder(settings),
+            "embedder": ingest.embedder,
             "embedding_batch_size": settings.embedding_batch_size,
             "batch_size": settings.batch_size,
         },

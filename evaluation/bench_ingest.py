@@ -50,6 +50,7 @@ class IngestResult:
     texts_per_turn: float = 0.0
     embed_calls: int = 0
     ratio_to_ceiling: float = 0.0
+    embedder: str = ""  # the name the run's store recorded: which vectors were measured
     cpu_cores_used: float = 0.0
     embed_busy_s: float = 0.0
     stage_busy_s: dict[str, float] = field(default_factory=dict)
@@ -113,6 +114,7 @@ async def measure_ingest(
     result = IngestResult(users=users, turns_per_user=per_user)
     async with fresh_stack(settings, prefix="memoryos-bench-") as stack:
         service, deps = parts(stack)
+        result.embedder = deps.embedder.name
         warm = await warm_up(stack, settings, seed)
         turns = interleaved(conversations)
         result.turns = len(turns)

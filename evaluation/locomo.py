@@ -23,7 +23,6 @@ import bm25s
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
-from adapters.embedders.precision import new_store_embedder
 from adapters.ports import Embedder
 from adapters.settings import MtmRetrieval, Settings
 from evaluation import locomo_data as data
@@ -103,7 +102,9 @@ async def evaluate(
         ingest = await ingest_all(stack, samples, started, progress)
         records = await ask_all(stack, samples, k, started, progress, modes)
         run_settings = stack.settings
-    summary = samples_meta(samples, source, k, run_settings, ingest)
+        assert stack.deps is not None
+        embedder = stack.deps.embedder.name  # what the store recorded: which vectors ran
+    summary = samples_meta(samples, source, k, run_settings, ingest, embedder)
     summary |= summarise(records, modes, holdout)
     summary["elapsed_s"] = round(time.perf_counter() - started, 1)
     write_outputs(out, records, summary)
@@ -112,14 +113,19 @@ async def evaluate(
 
 
 def samples_meta(
-    samples: Sequence[Sample], source: str, k: int, settings: Settings, ingest: IngestReport
+    samples: Sequence[Sample],
+    source: str,
+    k: int,
+    settings: Settings,
+    ingest: IngestReport,
+    embedder: str,
 ) -> dict[str, Any]:
     return {
         "data": source,
         "samples": [sample.sample_id for sample in samples],
         "k": k,
         "llm": settings.llm,
-        "embedder": new_store_embedder(settings),
+        "embedder": embedder,
         "settings": {
             name: getattr(settings, name)
             for name in (

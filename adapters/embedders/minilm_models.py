@@ -403,14 +403,12 @@ def main() -> None:
     folder = settings.model_cache_path
     # no fallback here: a build must fail, not ship without it
     _onnx_model(folder, threads=1)
-    made = ["fp32"]
-    # auto gives new stores int8: made now too, so a first start does not quantize
-    if settings.minilm_precision != "fp32" and settings.minilm_runtime == "onnx":
-        from adapters.embedders.minilm_int8 import int8_model
+    # both, whatever this environment sets: auto gives new stores int8, and a later start
+    # under other settings must not have to quantize (make's stamp does not see settings)
+    from adapters.embedders.minilm_int8 import int8_model
 
-        int8_model(folder, threads=1)
-        made.append("int8")
-    print(f"MiniLM ONNX graph ({' and '.join(made)}) ready in {folder}")
+    int8_model(folder, threads=1)
+    print(f"MiniLM ONNX graphs (fp32 and int8) ready in {folder}")
 
 
 if __name__ == "__main__":

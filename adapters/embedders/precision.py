@@ -28,14 +28,6 @@ def new_store_precision(settings: Settings) -> Precision:
     return "int8" if settings.minilm_runtime == "onnx" else "fp32"
 
 
-def new_store_embedder(settings: Settings) -> str:
-    """The embedder a new store of ``settings`` records (result files name it: with auto,
-    ``minilm`` alone would not say which vectors were measured)."""
-    if settings.embedder != "minilm":
-        return f"{settings.embedder}:{settings.embedding_model}"
-    return minilm_name(new_store_precision(settings))
-
-
 def for_store(settings: Settings, stored: str | None) -> Settings:
     """``settings`` with ``auto`` replaced by the precision of the store whose vectors were made
     by the embedder named ``stored`` (None: a new store). Another embedder's name resolves as a

@@ -69,8 +69,9 @@ _INLINE_POINTS = 16
 _LOCK_FILE = ".lock"
 FIELD_CACHE_POINTS = 32_768  # the settings' default (MEMORYOS_EDGE_FIELD_CACHE_POINTS)
 NO_HNSW_KB = 1 << 40  # an indexing threshold no shard reaches: vacuums never build HNSW
-# Where the pages' payloads live (MEMORYOS_EDGE_PAGE_PAYLOADS). It takes effect in the segments
-# Edge writes under it: a store made and filled cached searched its pools (four fields of a
+# Where the pages' payloads live (MEMORYOS_EDGE_PAGE_PAYLOADS). Edge fixes it when it creates a
+# segment (the store's first start, a vacuum's rewrite), and later writes go into that segment
+# as it was made: a store made and filled cached searched its pools (four fields of a
 # hundred pages) in 0.8-1.2 ms at 1,000 users x 300 pages, whichever way it was reopened;
 # made cold, 3.4-3.7 ms, cached at reopening or not. At 30 users cached gained nothing, and
 # the stack's retrieves took about 2.5 ms more of loop CPU (evaluation.edge_search_speed

@@ -197,25 +197,38 @@ async def test_a_new_store_whose_model_cannot_load_is_left_unclaimed(
 
 
 @pytest.mark.asyncio
-async def test_a_store_from_before_embedder_records_stays_fp32(tmp_path: Path, cache: Path) -> None:
+@pytest.mark.parametrize("kept", ["a page", "a fact only"])
+async def test_a_store_from_before_embedder_records_stays_fp32(
+    tmp_path: Path, cache: Path, kept: str
+) -> None:
     """A store made before stores recorded their embedder holds fp32 vectors (MiniLM's only
-    precision then) and no record: auto keeps it on fp32 and records that; int8 is refused."""
+    precision then) and no record: auto keeps it on fp32 and records that; int8 is refused.
+    Its pages may all be gone (evicted, forgotten) while facts stay."""
+    from adapters.ports import USER_KNOWLEDGE, Point
     from adapters.repository import EMBEDDER_DOC, SYSTEM
     from schemas.records import ChainLink, Page
 
     fp32 = Settings(data_dir=tmp_path, model_cache_dir=cache, minilm_precision="fp32")
     deps = await build_deps(fp32)
-    page = Page(
-        page_id="00000000-0000-5000-8000-000000000001",
-        user_id="ann",
-        turn_id="t1",
-        query="my sister's birthday is May 3",
-        response="noted",
-        timestamp="2024-01-01T00:00:00Z",
-        chain=ChainLink(chain_id="c"),
-    )
-    page.vector = (await deps.embedder.embed([page.query]))[0]
-    await deps.repo.save_pages([page], "stm")
+    text = "my sister's birthday is May 3"
+    vector = (await deps.embedder.embed([text]))[0]
+    if kept == "a page":
+        page = Page(
+            page_id="00000000-0000-5000-8000-000000000001",
+            user_id="ann",
+            turn_id="t1",
+            query=text,
+            response="noted",
+            timestamp="2024-01-01T00:00:00Z",
+            chain=ChainLink(chain_id="c"),
+        )
+        page.vector = vector
+        await deps.repo.save_pages([page], "stm")
+    else:
+        fact = Point(
+            "00000000-0000-5000-8000-000000000002", vector, {"user_id": "ann", "text": text}
+        )
+        await deps.store.upsert(USER_KNOWLEDGE, [fact])
     await deps.repo.delete_doc(SYSTEM, EMBEDDER_DOC)  # as a release before records left it
     await close_deps(deps)
     int8 = fp32.model_copy(update={"minilm_precision": "int8"})
