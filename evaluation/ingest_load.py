@@ -26,6 +26,7 @@ async def run(users: int, turns: int, seed: int = 7) -> None:
         "placed_s": round(result.placed_s, 1),
         "turns_per_s": round(result.turns / result.placed_s, 1) if result.placed_s > 0 else 0.0,
         "users_wrong": len(result.mismatched),
+        "embedder": result.embedder,  # as the run's store recorded it: which vectors ran
     }
     print(json.dumps(row), flush=True)
 

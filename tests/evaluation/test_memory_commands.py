@@ -50,3 +50,5 @@ async def test_ingest_load_places_every_turn_and_prints_its_rate(
     assert row["turns"] == 24
     assert row["users_wrong"] == 0
     assert row["turns_per_s"] > 0
+    # the embedder the store recorded (bench.json's ingest carries the same field)
+    assert row["embedder"] in ("minilm:all-MiniLM-L6-v2:int8", "openai:text-embedding-3-small")
