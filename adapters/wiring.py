@@ -88,10 +88,13 @@ async def check_embedder(repo: MemoryRepository, name: str, inferred: str | None
     ``inferred``: the embedder of a store that names none, as far as its contents tell."""
     stored = inferred if inferred not in (None, name) else await repo.claim_embedder(name)
     if stored != name:
+        # int8 exists on ONNX Runtime only: a runtime set to torch is then the cause
+        runtime = " and MEMORYOS_MINILM_RUNTIME=onnx" if stored.endswith(":int8") else ""
         raise ConfigError(
             f"the store's vectors were made by the embedder {stored!r}, not by {name!r} as "
-            "configured: set MEMORYOS_EMBEDDER (and MEMORYOS_MINILM_PRECISION) back, or point "
-            "MEMORYOS_DATA_DIR (MEMORYOS_QDRANT_URL) at another store and ingest the turns again"
+            f"configured: set MEMORYOS_EMBEDDER (and MEMORYOS_MINILM_PRECISION{runtime}) back, "
+            "or point MEMORYOS_DATA_DIR (MEMORYOS_QDRANT_URL) at another store and ingest the "
+            "turns again"
         )
 
 

@@ -164,9 +164,9 @@ async def test_auto_gives_a_new_store_int8_and_keeps_each_stores_own_precision(
                 assert float(np.dot(vector, again)) > 0.9999
         finally:
             await close_deps(deps)
-    # torch runs fp32 only: auto with torch on an int8 store is refused, naming the settings
+    # torch runs fp32 only: auto with torch on an int8 store is refused, naming the runtime
     torch = auto.model_copy(update={"minilm_runtime": "torch"})
-    with pytest.raises(ConfigError, match=r"int8'.*MEMORYOS_MINILM_PRECISION"):
+    with pytest.raises(ConfigError, match=r"int8'.*MEMORYOS_MINILM_RUNTIME=onnx"):
         await build_deps(torch)
 
 
