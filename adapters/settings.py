@@ -181,6 +181,12 @@ class Settings(BaseSettings):
         "batch of more than 8 texts runs its chunks on this many threads at once (0: one per "
         "core, at most 4)",
     )
+    minilm_host: Literal["process", "thread"] = Field(
+        "process",
+        description="embedder=minilm: where the model runs: a child process of its own (its "
+        "Python work never holds this process's GIL, which the event loop needs) or a thread "
+        "of this process",
+    )
     model_cache_dir: Path | None = Field(
         None,
         description="where the MiniLM ONNX export is kept (empty: $XDG_CACHE_HOME/memoryos or "

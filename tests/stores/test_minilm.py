@@ -27,10 +27,13 @@ class EncodeSpy:
         return self.encode(batch, **kwargs)
 
 
+THREAD = {"minilm_host": "thread"}  # these tests share one model loaded in this process
+
+
 @pytest.fixture(scope="module")
 def loaded_model() -> Any:
-    embedder = MiniLMEmbedder(Settings())
-    return embedder._load()
+    embedder = MiniLMEmbedder(Settings(**THREAD))
+    return embedder._host._load()  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -42,8 +45,8 @@ def spy(loaded_model: Any) -> Iterator[EncodeSpy]:
 
 
 def embedder_with(model: Any, **settings: Any) -> MiniLMEmbedder:
-    embedder = MiniLMEmbedder(Settings(**settings))
-    embedder._model = model  # share the one loaded model between tests
+    embedder = MiniLMEmbedder(Settings(**THREAD, **settings))
+    embedder._host._model = model  # type: ignore[attr-defined]  # one loaded model for all
     return embedder
 
 
@@ -92,8 +95,8 @@ async def test_cache_skips_the_model_for_texts_seen_before(
 
 
 async def test_cache_is_bounded(loaded_model: Any, spy: EncodeSpy) -> None:
-    embedder = MiniLMEmbedder(Settings(), cache_size=2)
-    embedder._model = loaded_model
+    embedder = MiniLMEmbedder(Settings(**THREAD), cache_size=2)
+    embedder._host._model = loaded_model  # type: ignore[attr-defined]
     await embedder.embed(["one", "two", "three"])  # "one" is evicted
     await embedder.embed(["three", "one"])
     assert spy.batches == [["one", "two", "three"], ["one"]]
@@ -141,9 +144,9 @@ async def test_close_waits_for_an_encode_in_flight_and_lets_the_model_go() -> No
         def close(self) -> None:
             self.closed = True
 
-    embedder = MiniLMEmbedder(Settings())
+    embedder = MiniLMEmbedder(Settings(**THREAD))
     model = Model()
-    embedder._model = model  # type: ignore[assignment]
+    embedder._host._model = model  # type: ignore[attr-defined]
     encoding = asyncio.create_task(embedder.embed(["hello"]))
     await asyncio.to_thread(model.inside.wait, 10)
     closing = asyncio.create_task(embedder.close())
@@ -153,4 +156,4 @@ async def test_close_waits_for_an_encode_in_flight_and_lets_the_model_go() -> No
     await encoding
     await closing
     assert model.closed
-    assert embedder._model is None
+    assert embedder._host._model is None  # type: ignore[attr-defined]

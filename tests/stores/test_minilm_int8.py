@@ -175,19 +175,43 @@ async def test_a_new_store_whose_model_cannot_load_is_left_unclaimed(
     tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A start that fails to load the int8 model (say a cache it cannot write) must not bind
-    the new store to int8: started again with fp32, the same folder opens."""
-    from adapters.embedders import minilm
+    the new store to int8: started again with fp32, the same folder opens. The model in a
+    thread of this process, where its loader can be made to fail."""
+    from adapters.embedders import model_hosts
 
-    loaded = minilm.load_model
+    loaded = model_hosts.load_model
 
     def broken(runtime: str, cache_dir: Path, threads: int, precision: str = "fp32") -> object:
         if precision == "int8":
             raise OSError("the int8 graph cannot be written")
         return loaded(runtime, cache_dir, threads, precision)
 
-    monkeypatch.setattr(minilm, "load_model", broken)
-    auto = Settings(data_dir=tmp_path, model_cache_dir=cache)
+    monkeypatch.setattr(model_hosts, "load_model", broken)
+    auto = Settings(data_dir=tmp_path, model_cache_dir=cache, minilm_host="thread")
     with pytest.raises(Exception, match="int8 graph cannot be written"):
+        await build_deps(auto)
+    deps = await build_deps(auto.model_copy(update={"minilm_precision": "fp32"}))
+    try:
+        assert await deps.repo.stored_embedder() == "minilm:all-MiniLM-L6-v2"
+    finally:
+        await close_deps(deps)
+
+
+@pytest.mark.asyncio
+async def test_a_model_process_that_cannot_load_int8_leaves_the_store_unclaimed(
+    tmp_path: Path, cache: Path
+) -> None:
+    """The same with the model in its own process (the default): the int8 graph cannot be
+    written (a folder stands at its path), the child says why and exits, the start fails
+    with that reason, and fp32 opens the store."""
+    from schemas.errors import EmbedderError
+
+    blocked = tmp_path / "models"
+    shutil.copytree(cache, blocked)
+    int8_graph_path(blocked).unlink(missing_ok=True)
+    int8_graph_path(blocked).mkdir()
+    auto = Settings(data_dir=tmp_path / "data", model_cache_dir=blocked)
+    with pytest.raises(EmbedderError, match="cannot load all-MiniLM-L6-v2"):
         await build_deps(auto)
     deps = await build_deps(auto.model_copy(update={"minilm_precision": "fp32"}))
     try:
