@@ -154,6 +154,7 @@ class ProcessHost:
             return
         if self._loop is not asyncio.get_running_loop():
             self._kill(proc)
+            _forget_transport(proc, self._loop)
             return
         assert proc.stdin is not None
         proc.stdin.close()  # the end of its stdin: it answers what it has, then exits
@@ -169,6 +170,7 @@ class ProcessHost:
         proc, self._proc, self._reader = self._proc, None, None
         if proc is not None:
             self._kill(proc)
+            _forget_transport(proc, self._loop)
         failure = EmbedderError("the model process was left behind by a closed event loop")
         while self._waiting:
             answer = self._waiting.popleft()
@@ -181,9 +183,40 @@ class ProcessHost:
             os.kill(proc.pid, signal.SIGKILL)
 
 
+def _forget_transport(
+    proc: asyncio.subprocess.Process, loop: asyncio.AbstractEventLoop | None
+) -> None:
+    """A closed loop's subprocess transport, closed by its collector, asks that loop to run
+    its last callbacks and prints "Event loop is closed": its pipes are closed here and the
+    transport marked closed (asyncio's own flag: it has no public way)."""
+    if loop is None or not loop.is_closed():
+        return
+    transport = getattr(proc, "_transport", None)
+    if transport is None:
+        return
+    for fd in range(3):
+        pipe = transport.get_pipe_transport(fd)
+        raw = getattr(pipe, "_pipe", None)
+        if raw is not None:
+            with contextlib.suppress(OSError):
+                raw.close()
+            pipe._pipe = None
+    transport._closed = True
+
+
 def model_pids() -> list[int]:
     """The running model processes this process started (for CPU and memory figures)."""
     return [pid for host in list(_HOSTS) if (pid := host.pid) is not None]
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU (user and system) ``pid`` has used; 0 once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()  # after the command's name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _answer(stream: asyncio.StreamReader) -> tuple[bytes, bytes]:

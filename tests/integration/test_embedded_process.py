@@ -11,7 +11,14 @@ import orjson
 import pytest
 
 from streams.broker import EmbeddedBroker, free_port, port_is_open
-from tests.support.stacks import UpProcess, eventually, make_turns, strip_volatile
+from tests.support.stacks import (
+    UpProcess,
+    eventually,
+    make_turns,
+    model_processes,
+    running,
+    strip_volatile,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
@@ -74,7 +81,9 @@ async def test_restart_keeps_memory_and_leaves_no_broker_behind(tmp_path: Path) 
 
         await eventually(all_in, 120)
         before = await settled(up, "alice")
+        (model,) = model_processes(up.process.pid)  # MiniLM in its own process (the default)
         assert up.interrupt() == 0  # Ctrl-C: the broker must outlive the drain
+        assert not running(model), "the model process outlived memoryos up"
         assert not port_is_open("127.0.0.1", up.broker_port), "the embedded broker was stopped"
     finally:
         if up.process and up.process.poll() is None:
@@ -101,7 +110,14 @@ async def test_kill_9_mid_ingest_loses_nothing_and_duplicates_nothing(tmp_path: 
             return len(page_turn_ids(await up.memory("bob"))) >= 5
 
         await eventually(some_in, 120, every_s=0.05)
+        models = model_processes(up.process.pid)
+        assert models, "MiniLM runs in a process of its own by default"
         up.kill()  # SIGKILL: no drain, no clean shutdown
+
+        async def models_gone() -> bool:  # their stdin closed with the parent: they exit
+            return not any(running(pid) for pid in models)
+
+        await eventually(models_gone, 30)
         restarted = UpProcess(tmp_path / "data", broker=broker.url)
         restarted.start()
         try:

@@ -156,3 +156,29 @@ class UpProcess:
         assert self.process is not None
         self.process.kill()
         self.process.wait(timeout=10)
+
+
+def model_processes(parent: int) -> list[int]:
+    """The MiniLM processes (``adapters.embedders.model_process``) that ``parent`` started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:"))
+        if int(ppid) == parent and b"adapters.embedders.model_process" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status

@@ -1,0 +1,145 @@
+"""MiniLM in a process of its own (``MEMORYOS_MINILM_HOST=process``, the default): the same
+vectors as in a thread, answers in order whatever callers give up, a dead child reported and
+replaced, a close that answers what was sent, and no child left behind by a killed parent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adapters.embedders.minilm import MiniLMEmbedder
+from adapters.embedders.model_process import ProcessHost, model_pids
+from adapters.settings import Settings
+from schemas.errors import EmbedderError
+from tests.support.stacks import eventually, running
+
+TEXTS = [
+    "When is my sister's birthday?",
+    "I booked the Lisbon hotel for three nights.",
+    "order 1234 arrived broken 😞",
+    "",
+]
+
+
+def host(precision: str = "int8") -> ProcessHost:
+    return ProcessHost("onnx", Settings().model_cache_path, 1, precision)
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp32"])
+async def test_the_process_gives_the_vectors_the_thread_gives(precision: str) -> None:
+    settings = {"minilm_precision": precision}
+    in_process = MiniLMEmbedder(Settings(**settings, minilm_host="process"), cache_size=0)
+    in_thread = MiniLMEmbedder(Settings(**settings, minilm_host="thread"), cache_size=0)
+    try:
+        assert await in_process.embed(TEXTS) == await in_thread.embed(TEXTS)
+        assert len(model_pids()) >= 1
+    finally:
+        await in_process.close()
+        await in_thread.close()
+
+
+async def test_answers_stay_in_order_when_a_caller_gives_up() -> None:
+    models = host()
+    try:
+        alone = {text: await models.encode([text]) for text in TEXTS}
+        given_up = asyncio.create_task(models.encode([TEXTS[0]]))
+        kept = [asyncio.create_task(models.encode([text])) for text in TEXTS[1:]]
+        await asyncio.sleep(0)  # the first request is written before it is cancelled
+        given_up.cancel()
+        for text, task in zip(TEXTS[1:], kept, strict=True):
+            assert np.array_equal(await task, alone[text])
+    finally:
+        await models.close()
+
+
+async def test_a_killed_child_fails_its_batches_and_the_next_batch_starts_another() -> None:
+    models = host()
+    try:
+        await models.encode(["warm up"])
+        first = models.pid
+        assert first is not None
+        in_flight = [asyncio.create_task(models.encode([f"text {i}"] * 8)) for i in range(20)]
+        await asyncio.sleep(0.01)
+        os.kill(first, signal.SIGKILL)
+        outcomes = await asyncio.gather(*in_flight, return_exceptions=True)
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        assert failures, "a batch was in flight when the child died"
+        assert all(isinstance(f, EmbedderError) for f in failures), failures
+        assert any("ended (exit code -9)" in str(f) for f in failures), failures
+        (vector,) = await models.encode(["after the crash"])
+        assert models.pid not in (None, first)
+        assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
+    finally:
+        await models.close()
+
+
+async def test_close_answers_what_was_sent_and_the_child_exits() -> None:
+    models = host()
+    await models.encode(["warm up"])
+    pid = models.pid
+    assert pid is not None
+    sent = [asyncio.create_task(models.encode([f"question {i}"] * 8)) for i in range(10)]
+    await asyncio.sleep(0)  # every request is written before the close
+    await models.close()
+    assert all(len(rows) == 8 for rows in await asyncio.gather(*sent))
+    assert not running(pid)
+    assert models.pid is None
+
+
+def test_a_host_used_from_two_event_loops_starts_a_child_for_each() -> None:
+    """``asyncio.run`` twice (a CLI command, a test): the first loop's child is killed."""
+    models = host()
+    (first,) = asyncio.run(models.encode(["one"]))
+    pid = models.pid
+    (second,) = asyncio.run(models.encode(["one"]))
+    assert np.array_equal(first, second)
+    assert models.pid != pid
+    asyncio.run(models.close())
+
+
+async def test_a_model_that_cannot_load_is_a_clear_error(tmp_path: Path) -> None:
+    blocked = tmp_path / "models"
+    blocked.write_text("a file where the cache folder should be")
+    models = ProcessHost("onnx", blocked, 1, "int8")
+    with pytest.raises(EmbedderError, match="cannot load all-MiniLM-L6-v2"):
+        await models.encode(["hello"])
+
+
+async def test_no_child_outlives_a_parent_killed_by_sigkill(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import asyncio, sys, time
+        from pathlib import Path
+        from adapters.embedders.model_process import ProcessHost
+
+        async def main():
+            models = ProcessHost("onnx", Path({str(Settings().model_cache_path)!r}), 1, "int8")
+            await models.encode(["hello"])
+            print(models.pid, flush=True)
+            await asyncio.sleep(600)
+
+        asyncio.run(main())
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=Path(__file__).parents[2]
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert running(child)
+    finally:
+        parent.kill()
+        parent.wait(10)
+    started = time.monotonic()
+    await eventually(lambda: not running(child), 30)
+    assert time.monotonic() - started < 30
