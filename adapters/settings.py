@@ -92,6 +92,13 @@ class Settings(BaseSettings):
         description="structured: how long a count of the user's pages holding a query term is "
         "reused (0: counted on every retrieve)",
     )
+    visit_linger_ms: float = Field(
+        1000.0,
+        ge=0.0,
+        le=60_000.0,
+        description="how long a user's retrieval visits wait to go out together as one record "
+        "(each segment with how many retrievals hit it; 0: each turn of the event loop)",
+    )
     rank_date_weight: float = Field(
         0.5,
         ge=0.0,

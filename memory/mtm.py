@@ -155,8 +155,12 @@ class MidTermState:
         stats.last_access = max(stats.last_access, now)
         return PageAdded(outcome, segment_id)
 
-    def record_visits(self, segment_ids: Iterable[str], now: float) -> list[str]:
-        """A retrieval hit these segments: N_visit + 1 and a fresh access time for each.
+    def record_visits(
+        self, segment_ids: Iterable[str], now: float, counts: Mapping[str, int] | None = None
+    ) -> list[str]:
+        """A retrieval hit these segments: N_visit + 1 and a fresh access time for each;
+        ``counts`` names the segments that several retrievals hit (a merged record), and how
+        many.
 
         Unknown ids (evicted since) are ignored; an id listed twice counts once. The access
         time never moves backwards, so a late retrieval event cannot make a segment look older.
@@ -167,7 +171,7 @@ class MidTermState:
             stats = self.segments.get(segment_id)
             if stats is None:
                 continue
-            stats.n_visit += 1
+            stats.n_visit += counts.get(segment_id, 1) if counts else 1
             stats.last_access = max(stats.last_access, now)
             counted.append(segment_id)
         return counted

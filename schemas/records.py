@@ -151,6 +151,9 @@ class EvictedPage(Record):
         return self.page.user_id
 
 
+MAX_VISITS_PER_RECORD = 1_000_000  # a merged record's count for one segment, at the most
+
+
 class RetrievalHit(Record):
     """response service -> MTM stage: segments were retrieved at ``at`` (memoryos.mtm)."""
 
@@ -158,6 +161,9 @@ class RetrievalHit(Record):
     user_id: str
     segment_ids: list[str]
     at: float
+    # Several retrievals of one user sent as one record (service/visits.py): how many of them
+    # hit each segment, where more than one did. A segment not named here counts once.
+    counts: dict[str, Annotated[int, Field(ge=1, le=MAX_VISITS_PER_RECORD)]] | None = None
 
 
 class PersonaJob(Record):

@@ -93,7 +93,7 @@ class ResponseService:
         # takes it alone for its last read, so no write is half done then (streams/stack.py).
         self.writes = aiorwlock.RWLock()
         self._user_locks = UserLocks()
-        self.visits = VisitSender(sink, deps.metrics)
+        self.visits = VisitSender(sink, deps.metrics, deps.settings.visit_linger_ms / 1000)
         self.term_counts = TermCounts(deps.repo, deps.settings.rank_counts_ttl_s)
 
     @tracing.traced("memoryos.add_turns", tracing.of_turns)

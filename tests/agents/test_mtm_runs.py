@@ -206,6 +206,25 @@ async def test_a_run_of_visits_counts_each_visit_as_one_by_one_with_fewer_writes
     assert together_writes == 2  # runs of 8 and 2
 
 
+async def test_a_merged_record_counts_as_the_retrievals_it_stands_for() -> None:
+    """The service sends a user's visits within its linger as one record with counts
+    (service/visits.py): the heat state ends as with a record per retrieval."""
+    alone, _, _ = await visited(run_max=1)
+    pipeline, _ = await placed(run_max=8, heat_tau=1000.0)
+    segment_ids = sorted(k.segment.segment_id for k in await pipeline.deps.repo.all_segments("ann"))
+    merged = RetrievalHit(
+        user_id="ann",
+        segment_ids=[*segment_ids, "evicted"],
+        at=1_800_000_009.0,
+        counts={segment_id: 10 for segment_id in segment_ids} | {"evicted": 5},
+    )
+    await pipeline.send(MTM_TOPIC, user_key("ann"), dumps(merged))
+    await pipeline.drain()
+    assert not pipeline.dead_letters()
+    doc = await pipeline.deps.repo.load_doc("ann", HEAT_DOC)
+    assert doc == alone
+
+
 async def test_a_run_of_visits_whose_write_fails_is_counted_once_each_one_at_a_time() -> None:
     alone, _, _ = await visited(run_max=1)
     recovered, writes, timings = await visited(run_max=8, fail_first_write=True)

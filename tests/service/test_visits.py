@@ -65,16 +65,41 @@ async def test_a_backlog_past_the_bound_is_dropped_and_counted(
     monkeypatch.setattr(visits_module, "MAX_IN_FLIGHT", 2)
     sink, metrics = HeldSink(), Metrics()
     visits = VisitSender(sink, metrics)
-    for _ in range(3):
-        visits.send("ann", ["s1"], 1.0)
+    for user in ("ann", "bob", "cy"):
+        visits.send(user, ["s1"], 1.0)
+    visits.send("ann", ["s2"], 1.5)  # joins ann's record: no room needed
     assert visits.in_flight == 2
     assert lost(metrics, "backlog") == 1
-    await visits.close(0.01)  # the sink never lets go: both are cancelled
-    assert lost(metrics, "stopped") == 2
+    await visits.close(0.01)  # the sink never lets go: both are cancelled, 3 visits in them
+    assert lost(metrics, "stopped") == 3
     assert visits.in_flight == 0
     visits.send("ann", ["s1"], 2.0)  # after close: not started, counted
     assert visits.in_flight == 0
-    assert lost(metrics, "stopped") == 3
+    assert lost(metrics, "stopped") == 4
+
+
+async def test_a_users_visits_within_the_linger_go_out_as_one_record_with_counts() -> None:
+    sink, metrics = HeldSink(), Metrics()
+    sink.release.set()
+    visits = VisitSender(sink, metrics, linger_s=0.2)
+    visits.send("ann", ["s1", "s2"], 10.0)
+    visits.send("ann", ["s1", "s1", "s3"], 12.0)  # an id twice in one retrieval counts once
+    visits.send("bob", ["s9"], 11.0)
+    visits.send("ann", ["s1"], 11.0)  # an earlier time does not move the access time back
+    assert visits.in_flight == 2
+    await asyncio.sleep(0.05)
+    assert sink.sent == [], "sent before the linger ended"
+    await asyncio.sleep(0.3)
+    by_user = {orjson.loads(value)["user_id"]: orjson.loads(value) for _, _, value in sink.sent}
+    assert by_user["ann"]["segment_ids"] == ["s1", "s2", "s3"]
+    assert by_user["ann"]["counts"] == {"s1": 3}
+    assert by_user["ann"]["at"] == 12.0
+    assert by_user["bob"]["segment_ids"] == ["s9"]
+    assert by_user["bob"]["counts"] is None
+    visits.send("ann", ["s2"], 13.0)  # after the record went: a record of its own
+    await visits.close(5.0)  # a stop sends what lingers at once
+    assert len(sink.sent) == 3
+    assert orjson.loads(sink.sent[-1][2])["segment_ids"] == ["s2"]
 
 
 def test_every_reason_is_exported_at_zero() -> None:

@@ -82,6 +82,25 @@ def test_record_visits() -> None:
     assert state.segments["s2"].last_access == 10.0
 
 
+def test_record_visits_with_counts_adds_each_segments_retrievals() -> None:
+    state = MidTermState()
+    state.add_page("s1", "p1", now=10.0, created=True)
+    state.add_page("s2", "p2", now=10.0, created=True)
+    assert state.record_visits(["s1", "s2", "gone"], 99.0, {"s1": 4, "gone": 2}) == ["s1", "s2"]
+    assert state.segments["s1"].n_visit == 4
+    assert state.segments["s2"].n_visit == 1  # not named in counts: one retrieval
+
+
+def test_a_merged_visits_counts_are_bounded_and_positive() -> None:
+    from pydantic import ValidationError
+
+    from schemas.records import MAX_VISITS_PER_RECORD, RetrievalHit
+
+    for bad in (0, -1, MAX_VISITS_PER_RECORD + 1):
+        with pytest.raises(ValidationError):
+            RetrievalHit(user_id="u", segment_ids=["s1"], at=1.0, counts={"s1": bad})
+
+
 def test_late_events_never_move_access_time_backwards() -> None:
     state = MidTermState()
     state.add_page("s1", "p1", now=100.0, created=True)
