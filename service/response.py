@@ -302,6 +302,7 @@ class ResponseService:
             at = round(self.deps.clock.now(), 3)  # milliseconds: what every store keeps exactly
             deleted = await self.deps.repo.forget_user(user_id, at)
             self.term_counts.forget(user_id)
+            self.visits.forget(user_id)
             await self.journal.forget_user(user_id)
             marker = ForgetUser(user_id=user_id, at=at)
             await self.sink.send(TURNS, user_key(user_id), dumps(marker))

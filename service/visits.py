@@ -48,6 +48,7 @@ class _Lingering:
         self.hits: Counter[str] = Counter()
         self.at = 0.0
         self.retrievals = 0
+        self.dropped = False  # the user was forgotten while these lingered
 
     def add(self, segment_ids: Sequence[str], at: float) -> None:
         self.hits.update(dict.fromkeys(segment_ids, 1))  # one retrieval counts a segment once
@@ -98,6 +99,8 @@ class VisitSender:
         except asyncio.CancelledError:
             self._lost(user_id, lingering, "stopped")
             raise
+        if lingering.dropped:
+            return
         if self._lingering.get(user_id) is lingering:
             del self._lingering[user_id]  # later visits start a record of their own
         try:
@@ -109,6 +112,12 @@ class VisitSender:
         except Exception as exc:  # bookkeeping: never an error for the retrieve that made it
             self.metrics.visits_lost.labels(reason="send").inc(lingering.retrievals)
             log.warning("%d retrieval visits were not recorded: %r", lingering.retrievals, exc)
+
+    def forget(self, user_id: str) -> None:
+        """A DELETE: the user's lingering visits are not sent (their segments are gone)."""
+        lingering = self._lingering.pop(user_id, None)
+        if lingering is not None:
+            lingering.dropped = True
 
     def _lost(self, user_id: str, lingering: _Lingering, reason: str) -> None:
         if self._lingering.get(user_id) is lingering:

@@ -132,3 +132,19 @@ async def test_a_retrieve_answers_while_a_roll_holds_the_gate(service: ResponseS
     await service.visits.close(5.0)
     assert delivered == [MTM]
     assert TURNS not in delivered
+
+
+async def test_a_forgotten_users_lingering_visits_are_not_sent() -> None:
+    sink, metrics = HeldSink(), Metrics()
+    sink.release.set()
+    visits = VisitSender(sink, metrics, linger_s=60.0)
+    visits.send("ann", ["s1"], 1.0)
+    visits.send("bob", ["s2"], 1.0)
+    visits.forget("ann")
+    visits.send("ann", ["s3"], 2.0)  # after the DELETE: a new record
+    await visits.close(5.0)
+    sent = [orjson.loads(value) for _, _, value in sink.sent]
+    assert sorted((v["user_id"], v["segment_ids"]) for v in sent) == [
+        ("ann", ["s3"]),
+        ("bob", ["s2"]),
+    ]
