@@ -63,9 +63,12 @@ class ProcessHost:
         return proc.pid if proc is not None and proc.returncode is None else None
 
     async def encode(self, batch: list[str]) -> Matrix:
+        try:
+            body = orjson.dumps(batch)
+        except TypeError as exc:  # a lone surrogate: no UTF-8 for it, as in the thread's tokenizer
+            raise EmbedderError(f"MiniLM could not embed {len(batch)} texts: {exc}") from exc
         proc = await self._running()
         answer: asyncio.Future[Matrix] = asyncio.get_running_loop().create_future()
-        body = orjson.dumps(batch)
         # queued and written with no await between: answers come back in this order
         self._waiting.append(answer)
         assert proc.stdin is not None

@@ -61,6 +61,17 @@ async def test_answers_stay_in_order_when_a_caller_gives_up() -> None:
         await models.close()
 
 
+async def test_a_text_with_no_utf8_is_an_embedder_error_and_the_child_goes_on() -> None:
+    models = host()
+    try:
+        with pytest.raises(EmbedderError, match="could not embed"):
+            await models.encode(["fine", "lone \ud800 surrogate"])
+        (vector,) = await models.encode(["fine"])
+        assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
+    finally:
+        await models.close()
+
+
 async def test_a_killed_child_fails_its_batches_and_the_next_batch_starts_another() -> None:
     models = host()
     try:
