@@ -1,6 +1,6 @@
 """MiniLM in a child process: the parent's side (``ProcessHost``) and the child's (``main``).
 
-The child is ``python -m adapters.embedders.model_process RUNTIME CACHE THREADS PRECISION``.
+The child is ``python -P -m adapters.embedders.model_process FD RUNTIME CACHE THREADS PRECISION``.
 It loads the model, says it is ready, then answers batches one at a time in the order they
 come; the parent's event loop writes requests to its stdin and reads answers from its stdout
 as they arrive, so no thread of the parent ever waits on the model (``model_hosts``).
@@ -10,12 +10,16 @@ u32 length and a body: ``R`` ready (empty), ``V`` the rows as float32, ``E`` an 
 A failed batch is answered with ``E`` and the child goes on; a model that cannot load is
 answered with ``E`` and the child exits.
 
+The answers go to a pipe of their own (its descriptor is the first argument); the child's
+stdout goes to the parent's stderr, so nothing a library prints can land in an answer, and
+``-P`` keeps the working folder's modules out of the child's imports.
+
 Lifetime: the child's only way out is the end of its stdin. The parent closes it to stop the
 child (the batches already sent are answered first); a parent that dies, even by SIGKILL,
-closes it too, so no child outlives its parent. The child ignores SIGINT and SIGTERM: Ctrl-C
-in a terminal reaches the whole process group, and the parent, stopping gracefully, may still
-need vectors for the work it drains. A child that dies fails the batches it was given with an
-``EmbedderError``; the next batch starts a new one.
+closes it too, so no child outlives its parent. The child has a process group of its own:
+Ctrl-C in a terminal reaches the parent alone, which, stopping gracefully, may still need
+vectors for the work it drains, and stops the child last. A child that dies fails the
+batches sent to it with an ``EmbedderError``; the next batch starts a new one.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -30,7 +35,7 @@ import struct
 import sys
 import weakref
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
@@ -42,169 +47,219 @@ log = logging.getLogger(__name__)
 LENGTH = struct.Struct("<I")
 READY, VECTORS, ERROR = b"R", b"V", b"E"
 DIM = 384
+MAX_FRAME = 1 << 28  # an answer's body at the most: 4,096 texts' rows take 6.3 MB
 CLOSE_S = 10.0  # for the batches in flight at a close, then the child is killed
 
 _HOSTS: weakref.WeakSet[ProcessHost] = weakref.WeakSet()
 
 
+@dataclasses.dataclass
+class _Child:
+    """One model process: its answers' pipe, its batches not yet answered, their reader."""
+
+    proc: asyncio.subprocess.Process
+    answers: asyncio.StreamReader
+    pipe: asyncio.ReadTransport
+    waiting: collections.deque[asyncio.Future[Matrix]]
+    reader: asyncio.Task[None] | None = None
+
+
 class ProcessHost:
     def __init__(self, runtime: str, cache_dir: Path, threads: int, precision: str) -> None:
         self._args = [runtime, str(cache_dir), str(threads), precision]
-        self._proc: asyncio.subprocess.Process | None = None
+        self._child: _Child | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._starting: asyncio.Lock | None = None
-        self._waiting: collections.deque[asyncio.Future[Matrix]] = collections.deque()
-        self._reader: asyncio.Task[None] | None = None
         _HOSTS.add(self)
 
     @property
     def pid(self) -> int | None:
-        proc = self._proc
-        return proc.pid if proc is not None and proc.returncode is None else None
+        child = self._child
+        return child.proc.pid if child is not None and child.proc.returncode is None else None
 
     async def encode(self, batch: list[str]) -> Matrix:
         try:
             body = orjson.dumps(batch)
         except TypeError as exc:  # a lone surrogate: no UTF-8 for it, as in the thread's tokenizer
             raise EmbedderError(f"MiniLM could not embed {len(batch)} texts: {exc}") from exc
-        proc = await self._running()
+        frame = LENGTH.pack(len(body)) + body
+        child = await self._running()
         answer: asyncio.Future[Matrix] = asyncio.get_running_loop().create_future()
         # queued and written with no await between: answers come back in this order
-        self._waiting.append(answer)
-        assert proc.stdin is not None
+        child.waiting.append(answer)
+        stdin = child.proc.stdin
+        assert stdin is not None
         try:
-            proc.stdin.write(LENGTH.pack(len(body)) + body)
-            await proc.stdin.drain()
+            stdin.write(frame)
+            await stdin.drain()
+            return await answer
         except (ConnectionError, RuntimeError) as exc:  # the child is gone; the reader says why
-            if not answer.done():
-                answer.set_exception(
-                    EmbedderError(f"the model process did not take a batch: {exc}")
-                )
-        return await answer
+            raise EmbedderError(f"the model process did not take a batch: {exc}") from exc
+        finally:
+            answer.cancel()  # a caller gone before its answer: the reader skips it
 
-    async def _running(self) -> asyncio.subprocess.Process:
+    async def _running(self) -> _Child:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a child started by another event loop cannot be read here
             self._abandon()
             self._loop, self._starting = loop, asyncio.Lock()
         assert self._starting is not None
         async with self._starting:
-            if self._proc is None or self._proc.returncode is not None:
-                self._proc = await self._start()
-                # each child its own queue: a dead one's reader fails only its own batches
-                self._waiting = collections.deque()
-                self._reader = asyncio.create_task(self._read(self._proc, self._waiting))
-            return self._proc
+            child = self._child
+            if child is None or child.proc.returncode is not None or _ended(child):
+                if child is not None:
+                    self._stop_now(child)
+                child = self._child = await self._start()
+                child.reader = asyncio.create_task(self._read(child))
+            return child
 
-    async def _start(self) -> asyncio.subprocess.Process:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            __name__,
-            *self._args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        assert proc.stdout is not None
+    async def _start(self) -> _Child:
+        loop = asyncio.get_running_loop()
+        theirs, ours = os.pipe()[::-1]  # the child writes its answers to ``theirs``
         try:
-            kind, body = await _answer(proc.stdout)
-        except (asyncio.IncompleteReadError, ConnectionError):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-P",  # not the working folder's modules: a numpy.py there is not numpy
+                "-m",
+                __name__,
+                str(theirs),
+                *self._args,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=2,  # what a library prints goes to stderr, never into an answer
+                pass_fds=(theirs,),
+                process_group=0,  # Ctrl-C in a terminal stops the parent, which stops it
+            )
+        except BaseException:
+            os.close(ours)
+            raise
+        finally:
+            os.close(theirs)
+        try:
+            answers = asyncio.StreamReader(limit=MAX_FRAME)
+            pipe, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(answers), os.fdopen(ours, "rb", buffering=0)
+            )
+        except BaseException:
+            proc.kill()
+            raise
+        child = _Child(proc, answers, pipe, collections.deque())
+        try:
+            kind, body = await _answer(answers)
+        except BaseException as exc:
+            self._stop_now(child)  # a caller cancelled mid-start leaves no child behind
+            if not isinstance(exc, (asyncio.IncompleteReadError, ConnectionError, EmbedderError)):
+                raise
             code = await proc.wait()
             raise EmbedderError(
-                f"the model process exited with code {code} before it was ready (its stderr "
-                "above says why)"
+                f"the model process ended (exit code {code}) before it was ready: {exc}; its "
+                "stderr above says more"
             ) from None
         if kind != READY:
-            await proc.wait()
+            self._stop_now(child)
             raise EmbedderError(f"cannot load all-MiniLM-L6-v2: {body.decode(errors='replace')}")
-        return proc
+        return child
 
-    async def _read(
-        self,
-        proc: asyncio.subprocess.Process,
-        waiting: collections.deque[asyncio.Future[Matrix]],
-    ) -> None:
-        assert proc.stdout is not None
+    async def _read(self, child: _Child) -> None:
+        code: int | None = None
         try:
             while True:
-                kind, body = await _answer(proc.stdout)
-                answer = waiting.popleft()
+                kind, body = await _answer(child.answers)
+                answer = child.waiting.popleft()
                 if answer.done():  # its caller was cancelled
                     continue
                 if kind == VECTORS:
                     answer.set_result(np.frombuffer(body, dtype=np.float32).reshape(-1, DIM))
                 else:
                     answer.set_exception(EmbedderError(body.decode(errors="replace")))
-        except (asyncio.IncompleteReadError, ConnectionError):
-            code = await proc.wait()
-            if waiting:
+        except (asyncio.IncompleteReadError, ConnectionError, EmbedderError):
+            self._stop_now(child)  # a malformed answer: the child may still be running
+            code = await child.proc.wait()
+        finally:  # however the reading ended, this child answers no more
+            self._stop_now(child)
+            if child.waiting:
                 log.warning(
-                    "the model process ended with code %s, %d batches unanswered",
+                    "the model process ended (exit code %s) with %d batches unanswered",
                     code,
-                    len(waiting),
+                    len(child.waiting),
                 )
             failure = EmbedderError(f"the model process ended (exit code {code})")
-            while waiting:
-                answer = waiting.popleft()
+            while child.waiting:
+                answer = child.waiting.popleft()
                 if not answer.done():
                     answer.set_exception(failure)
 
     async def close(self) -> None:
-        """Stop the child once it has answered what it was sent (at most ``CLOSE_S``)."""
-        proc, reader = self._proc, self._reader
-        self._proc = self._reader = None
-        if proc is None:
+        """Stop the child once it has answered what it was sent (at most ``CLOSE_S``); a start
+        in progress is waited for first. A later ``encode`` starts a new child."""
+        if self._loop is not None and self._loop is not asyncio.get_running_loop():
+            self._abandon()
             return
-        if self._loop is not asyncio.get_running_loop():
-            self._kill(proc)
-            _forget_transport(proc, self._loop)
+        if self._starting is None:
             return
-        assert proc.stdin is not None
-        proc.stdin.close()  # the end of its stdin: it answers what it has, then exits
+        async with self._starting:
+            child, self._child = self._child, None
+        if child is None:
+            return
+        assert child.proc.stdin is not None
+        child.proc.stdin.close()  # the end of its stdin: it answers what it has, then exits
         try:
-            await asyncio.wait_for(proc.wait(), CLOSE_S)
+            await asyncio.wait_for(child.proc.wait(), CLOSE_S)
         except TimeoutError:
-            self._kill(proc)
-            await proc.wait()
-        if reader is not None:
-            await reader
+            self._stop_now(child)
+            await child.proc.wait()
+        if child.reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await child.reader
 
     def _abandon(self) -> None:
-        proc, self._proc, self._reader = self._proc, None, None
-        if proc is not None:
-            self._kill(proc)
-            _forget_transport(proc, self._loop)
+        """Kill the child of a loop no longer running (its transports cannot be used here)."""
+        child, self._child = self._child, None
+        if child is None:
+            return
+        self._stop_now(child)
+        _forget_transports(child, self._loop)
         failure = EmbedderError("the model process was left behind by a closed event loop")
-        while self._waiting:
-            answer = self._waiting.popleft()
+        while child.waiting:
+            answer = child.waiting.popleft()
             if not answer.done() and not answer.get_loop().is_closed():
                 answer.set_exception(failure)
 
     @staticmethod
-    def _kill(proc: asyncio.subprocess.Process) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
+    def _stop_now(child: _Child) -> None:
+        if child.proc.returncode is None:  # once reaped, its pid may be another's
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.proc.pid, signal.SIGKILL)
+        # its pipes closed, asyncio closes the process's transport once it has exited
+        with contextlib.suppress(RuntimeError):  # its loop may be closed already
+            if child.proc.stdin is not None:
+                child.proc.stdin.close()
+            if not child.pipe.is_closing():
+                child.pipe.close()
 
 
-def _forget_transport(
-    proc: asyncio.subprocess.Process, loop: asyncio.AbstractEventLoop | None
-) -> None:
-    """A closed loop's subprocess transport, closed by its collector, asks that loop to run
-    its last callbacks and prints "Event loop is closed": its pipes are closed here and the
-    transport marked closed (asyncio's own flag: it has no public way)."""
+def _ended(child: _Child) -> bool:
+    return child.reader is not None and child.reader.done()
+
+
+def _forget_transports(child: _Child, loop: asyncio.AbstractEventLoop | None) -> None:
+    """A closed loop's transports, closed by their collector, ask that loop to run their last
+    callbacks and print "Event loop is closed": their pipes are closed here and the
+    transports marked closed (asyncio's own flags: it has no public way)."""
     if loop is None or not loop.is_closed():
         return
-    transport = getattr(proc, "_transport", None)
-    if transport is None:
-        return
-    for fd in range(3):
-        pipe = transport.get_pipe_transport(fd)
+    transport = getattr(child.proc, "_transport", None)
+    pipes: list[Any] = [child.pipe]
+    if transport is not None:
+        pipes += [transport.get_pipe_transport(fd) for fd in range(3)]
+        transport._closed = True
+    for pipe in pipes:
         raw = getattr(pipe, "_pipe", None)
         if raw is not None:
             with contextlib.suppress(OSError):
                 raw.close()
             pipe._pipe = None
-    transport._closed = True
+        if hasattr(pipe, "_closing"):
+            pipe._closing = True
 
 
 def model_pids() -> list[int]:
@@ -224,8 +279,10 @@ def cpu_seconds(pid: int) -> float:
 
 async def _answer(stream: asyncio.StreamReader) -> tuple[bytes, bytes]:
     head = await stream.readexactly(1 + LENGTH.size)
-    (length,) = LENGTH.unpack(head[1:])
-    return head[:1], await stream.readexactly(length)
+    kind, (length,) = head[:1], LENGTH.unpack(head[1:])
+    if kind not in (READY, VECTORS, ERROR) or length > MAX_FRAME:
+        raise EmbedderError(f"the model process sent a malformed answer ({head!r})")
+    return kind, await stream.readexactly(length)
 
 
 # --- the child ---
@@ -241,35 +298,35 @@ def _request(source: BinaryIO) -> list[str] | None:
     if len(head) < LENGTH.size:
         return None  # the parent closed our stdin, or is gone
     (length,) = LENGTH.unpack(head)
-    texts = orjson.loads(source.read(length))
-    return [str(text) for text in texts]
+    texts: list[str] = orjson.loads(source.read(length))  # not coerced: the tokenizer judges
+    return texts
 
 
 def main(argv: list[str]) -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # in its own process group already; belt
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    # The answers get a descriptor of their own; whatever a library prints goes to stderr
-    # instead of into a frame.
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
     logging.basicConfig(level=logging.WARNING, format="model process: %(levelname)s %(message)s")
     from adapters.embedders.minilm_models import load_model
     from adapters.embedders.model_hosts import encode_and_trim
 
-    runtime, cache_dir, threads, precision = argv
+    answers, runtime, cache_dir, threads, precision = argv
+    out = os.fdopen(int(answers), "wb")  # the answers' own pipe: stdout goes to stderr
     try:
-        model = load_model(runtime, Path(cache_dir), threads=int(threads), precision=precision)
-    except Exception as exc:
-        _send(out, ERROR, str(exc).encode())
-        return 1
-    _send(out, READY, b"")
-    while (batch := _request(sys.stdin.buffer)) is not None:
         try:
-            rows = np.ascontiguousarray(encode_and_trim(model, batch), dtype=np.float32)
-        except EmbedderError as exc:
+            model = load_model(runtime, Path(cache_dir), threads=int(threads), precision=precision)
+        except Exception as exc:
             _send(out, ERROR, str(exc).encode())
-        else:
-            _send(out, VECTORS, rows.tobytes())
+            return 1
+        _send(out, READY, b"")
+        while (batch := _request(sys.stdin.buffer)) is not None:
+            try:
+                rows = np.ascontiguousarray(encode_and_trim(model, batch), dtype=np.float32)
+            except EmbedderError as exc:
+                _send(out, ERROR, str(exc).encode())
+            else:
+                _send(out, VECTORS, rows.tobytes())
+    except BrokenPipeError:
+        return 0  # the parent is gone: nobody to answer
     return 0
 
 

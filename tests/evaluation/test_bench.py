@@ -193,3 +193,5 @@ async def test_embedder_speed_prints_its_rates(
     assert row["turns_in_batches_of_64_per_s"] > 0
     assert row["turns_in_batches_of_64_cpu_ms_per_text"] > 0
     assert row["rss_mb"] > 0
+    assert row["host"] == "process"
+    assert row["model_process_rss_mb"] > 0, "the model's process is measured too"

@@ -5,6 +5,7 @@ replaced, a close that answers what was sent, and no child left behind by a kill
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from adapters.embedders.minilm import MiniLMEmbedder
 from adapters.embedders.model_process import ProcessHost, model_pids
 from adapters.settings import Settings
 from schemas.errors import EmbedderError
-from tests.support.stacks import running
+from tests.support.stacks import model_processes, running
 
 TEXTS = [
     "When is my sister's birthday?",
@@ -155,3 +156,60 @@ def test_no_child_outlives_a_parent_killed_by_sigkill() -> None:
     while running(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not running(child), "the model process outlived its killed parent"
+
+
+def own_model_processes() -> set[int]:
+    return {pid for pid in model_processes(os.getpid()) if running(pid)}
+
+
+async def test_a_caller_cancelled_while_the_child_starts_leaves_no_child() -> None:
+    before = own_model_processes()
+    models = host()
+    starting = asyncio.create_task(models.encode(["hello"]))
+    await asyncio.sleep(0.1)  # the child is still importing: no answer yet
+    starting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await starting
+    for _ in range(100):  # 10 s for the kill to be seen
+        if not own_model_processes() - before:
+            break
+        await asyncio.sleep(0.1)
+    assert not own_model_processes() - before, "the half-started child was left running"
+    (vector,) = await models.encode(["hello"])  # the next call starts a child of its own
+    assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
+    await models.close()
+
+
+async def test_a_close_while_the_child_starts_waits_for_it_and_stops_it() -> None:
+    before = own_model_processes()
+    models = host()
+    starting = asyncio.create_task(models.encode(["hello"]))
+    await asyncio.sleep(0.1)
+    await models.close()
+    (vector,) = await starting  # sent before the close: answered
+    assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
+    assert not own_model_processes() - before, "a child outlived the close"
+
+
+async def test_what_the_child_prints_never_lands_in_an_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module that prints at import (here a sitecustomize), or a same-named module in the
+    working folder, must not reach the answers: they have a pipe of their own, and ``-P``
+    keeps the working folder off the child's path."""
+    printing = tmp_path / "site"
+    printing.mkdir()
+    (printing / "sitecustomize.py").write_text("print('hello from sitecustomize')\n")
+    shadow = tmp_path / "cwd"
+    shadow.mkdir()
+    (shadow / "orjson.py").write_text("raise SystemExit('the working folder was imported')\n")
+    # (an empty entry in PYTHONPATH would name the working folder itself)
+    paths = [str(printing), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    monkeypatch.chdir(shadow)
+    models = host()
+    try:
+        (vector,) = await asyncio.wait_for(models.encode(["hello"]), 60)
+        assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
+    finally:
+        await models.close()
