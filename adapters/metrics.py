@@ -14,6 +14,7 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self.watches_model_processes = False  # their collector is registered (adapters/wiring.py)
         r = self.registry
         self.events = Counter(
             "memoryos_events",

@@ -34,11 +34,13 @@ import signal
 import struct
 import sys
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from adapters.embedders.minilm_models import Matrix
 from schemas.errors import EmbedderError
@@ -51,6 +53,7 @@ MAX_FRAME = 1 << 28  # an answer's body at the most: 4,096 texts' rows take 6.3 
 CLOSE_S = 10.0  # for the batches in flight at a close, then the child is killed
 
 _HOSTS: weakref.WeakSet[ProcessHost] = weakref.WeakSet()
+_STARTS = [0]  # model processes this process started and saw ready: more than one is a restart
 
 
 @dataclasses.dataclass
@@ -157,6 +160,7 @@ class ProcessHost:
         if kind != READY:
             self._stop_now(child)
             raise EmbedderError(f"cannot load all-MiniLM-L6-v2: {body.decode(errors='replace')}")
+        _STARTS[0] += 1
         return child
 
     async def _read(self, child: _Child) -> None:
@@ -265,6 +269,35 @@ def _forget_transports(child: _Child, loop: asyncio.AbstractEventLoop | None) ->
 def model_pids() -> list[int]:
     """The running model processes this process started (for CPU and memory figures)."""
     return [pid for host in list(_HOSTS) if (pid := host.pid) is not None]
+
+
+def resident_bytes(pid: int) -> int:
+    """``pid``'s resident memory; 0 once it is gone."""
+    try:
+        pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+class ModelProcessCollector:
+    """Prometheus figures of the model processes, read at each scrape: their memory is not
+    this process's, and a count of starts above one tells of children that died."""
+
+    def collect(self) -> Iterator[Metric]:
+        memory = GaugeMetricFamily(
+            "memoryos_model_process_resident_bytes",
+            "Resident memory of the MiniLM processes this process runs (MEMORYOS_MINILM_HOST)",
+        )
+        memory.add_metric([], sum(resident_bytes(pid) for pid in model_pids()))
+        yield memory
+        starts = CounterMetricFamily(
+            "memoryos_model_process_starts",
+            "MiniLM processes this process started that loaded the model (more than one: a "
+            "child ended and another took its place)",
+        )
+        starts.add_metric([], _STARTS[0])
+        yield starts
 
 
 def cpu_seconds(pid: int) -> float:

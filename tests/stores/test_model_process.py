@@ -213,3 +213,30 @@ async def test_what_the_child_prints_never_lands_in_an_answer(
         assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
     finally:
         await models.close()
+
+
+async def test_the_model_processes_memory_and_starts_are_on_the_metrics(tmp_path: Path) -> None:
+    from adapters.wiring import build_deps, close_deps
+
+    others = set(model_pids())
+    deps = await build_deps(Settings(data_dir=tmp_path))
+    try:
+        await deps.embedder.embed(["warm"])
+
+        def sample(name: str) -> float:
+            value = deps.metrics.registry.get_sample_value(name)
+            assert value is not None, name
+            return value
+
+        assert sample("memoryos_model_process_resident_bytes") > 10 * 2**20
+        before = sample("memoryos_model_process_starts_total")
+        assert before >= 1
+        for pid in set(model_pids()) - others:  # this stack's child only
+            os.kill(pid, signal.SIGKILL)
+        for _ in range(100):  # the batch right after the kill may still go to the dead child
+            with contextlib.suppress(EmbedderError):
+                await deps.embedder.embed([f"after {_}"])
+                break
+        assert sample("memoryos_model_process_starts_total") > before
+    finally:
+        await close_deps(deps)
