@@ -113,7 +113,8 @@ class MidTermAgent(RecordStage):
         state = await self.state(hits[0].user_id)
         changed = False
         for hit in hits:
-            changed |= bool(state.record_visits(hit.segment_ids, state.advance(hit.at), hit.counts))
+            now = state.advance(hit.at)
+            changed |= bool(state.record_visits(hit.segment_ids, now, hit.counts, hit.times))
         if changed:
             await self.settle(hits[0].user_id, state)
 
@@ -172,9 +173,8 @@ class MidTermAgent(RecordStage):
             await self.place(state, event.page)
             return
         if isinstance(event, RetrievalHit):
-            changed = bool(
-                state.record_visits(event.segment_ids, state.advance(event.at), event.counts)
-            )
+            now = state.advance(event.at)
+            changed = bool(state.record_visits(event.segment_ids, now, event.counts, event.times))
         elif isinstance(event, PersonaApplied):
             changed = state.persona_applied(event.segment_id, event.page_ids)
         else:

@@ -156,11 +156,15 @@ class MidTermState:
         return PageAdded(outcome, segment_id)
 
     def record_visits(
-        self, segment_ids: Iterable[str], now: float, counts: Mapping[str, int] | None = None
+        self,
+        segment_ids: Iterable[str],
+        now: float,
+        counts: Mapping[str, int] | None = None,
+        times: Mapping[str, float] | None = None,
     ) -> list[str]:
         """A retrieval hit these segments: N_visit + 1 and a fresh access time for each;
         ``counts`` names the segments that several retrievals hit (a merged record), and how
-        many.
+        many; ``times`` those whose last retrieval was before ``now``, and when.
 
         Unknown ids (evicted since) are ignored; an id listed twice counts once. The access
         time never moves backwards, so a late retrieval event cannot make a segment look older.
@@ -172,7 +176,8 @@ class MidTermState:
             if stats is None:
                 continue
             stats.n_visit += counts.get(segment_id, 1) if counts else 1
-            stats.last_access = max(stats.last_access, now)
+            at = min(times.get(segment_id, now), now) if times else now
+            stats.last_access = max(stats.last_access, at)
             counted.append(segment_id)
         return counted
 

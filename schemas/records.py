@@ -12,7 +12,16 @@ import sys
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, RootModel
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    RootModel,
+    StrictInt,
+    model_validator,
+)
 
 
 def _little_endian(floats: array.array[float]) -> array.array[float]:
@@ -152,6 +161,10 @@ class EvictedPage(Record):
 
 
 MAX_VISITS_PER_RECORD = 1_000_000  # a merged record's count for one segment, at the most
+MAX_EVENT_TIME = 253_402_300_799.0  # 9999-12-31: a record's time past this is refused
+# A record's time in seconds since the epoch: finite and in range, or a hostile "Infinity" or
+# 1e308 would become a user's clock (and a heat document that no longer loads).
+EventTime = Annotated[float, Field(allow_inf_nan=False, ge=0.0, le=MAX_EVENT_TIME)]
 
 
 class RetrievalHit(Record):
@@ -160,10 +173,23 @@ class RetrievalHit(Record):
     kind: Literal["retrieval"] = "retrieval"
     user_id: str
     segment_ids: list[str]
-    at: float
+    at: EventTime
     # Several retrievals of one user sent as one record (service/visits.py): how many of them
-    # hit each segment, where more than one did. A segment not named here counts once.
-    counts: dict[str, Annotated[int, Field(ge=1, le=MAX_VISITS_PER_RECORD)]] | None = None
+    # hit each segment, where more than one did (a segment not named counts once), and when
+    # the last of them was, where earlier than ``at`` (a segment not named: at ``at``).
+    counts: dict[str, Annotated[StrictInt, Field(ge=1, le=MAX_VISITS_PER_RECORD)]] | None = None
+    times: dict[str, EventTime] | None = None
+
+    @model_validator(mode="after")
+    def _merged_names_its_segments(self) -> RetrievalHit:
+        listed = set(self.segment_ids)
+        for name, merged in (("counts", self.counts), ("times", self.times)):
+            stray = sorted(set(merged or ()) - listed)
+            if stray:
+                raise ValueError(f"{name} names segments not in segment_ids: {stray[:3]}")
+        if self.times and max(self.times.values()) > self.at:
+            raise ValueError("a segment's time in times is later than the record's at")
+        return self
 
 
 class PersonaJob(Record):
@@ -173,7 +199,7 @@ class PersonaJob(Record):
     user_id: str
     segment_id: str
     page_ids: list[str]
-    at: float
+    at: EventTime
 
 
 class PersonaApplied(Record):
@@ -206,7 +232,7 @@ class ForgetUser(Record):
 
     kind: Literal["forget"] = "forget"
     user_id: str
-    at: float
+    at: EventTime
 
 
 class PairingTick(Record):
@@ -215,7 +241,7 @@ class PairingTick(Record):
 
     kind: Literal["tick"] = "tick"
     user_id: str
-    at: float
+    at: EventTime
 
 
 class PageInput(RootModel[Annotated[PageEvent | ForgetUser, Field(discriminator="kind")]]):

@@ -37,28 +37,39 @@ class EventSink(Protocol):
     async def send(self, topic: str, key: bytes, value: bytes) -> None: ...
 
 
-MAX_IN_FLIGHT = 1024  # records waiting to linger or for a send (a roll); more visits are dropped
+MAX_IN_FLIGHT = 1024  # records being sent at once; the others wait for a slot
+MAX_LINGERING = 16_384  # users whose visits linger; a visit past it is sent without lingering
+MAX_QUEUED = 16_384  # records sent or waiting for a slot (a roll holds them); more are dropped
 SEND_BOUND_S = 300.0  # past a roll's own bound: a send stuck on a stopped producer ends
 
 
 class _Lingering:
-    """One user's visits not yet sent: how many retrievals hit each segment, the latest time."""
+    """One user's visits not yet sent: how many retrievals hit each segment and when the last
+    of them did."""
 
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
+        self.last: dict[str, float] = {}
         self.at = 0.0
         self.retrievals = 0
         self.dropped = False  # the user was forgotten while these lingered
 
     def add(self, segment_ids: Sequence[str], at: float) -> None:
-        self.hits.update(dict.fromkeys(segment_ids, 1))  # one retrieval counts a segment once
+        for segment_id in dict.fromkeys(segment_ids):  # one retrieval counts a segment once
+            self.hits[segment_id] += 1
+            self.last[segment_id] = max(self.last.get(segment_id, at), at)
         self.at = max(self.at, at)
         self.retrievals += 1
 
     def record(self, user_id: str) -> RetrievalHit:
         counts = {segment: n for segment, n in self.hits.items() if n > 1}
+        times = {segment: t for segment, t in self.last.items() if t < self.at}
         return RetrievalHit(
-            user_id=user_id, segment_ids=list(self.hits), at=self.at, counts=counts or None
+            user_id=user_id,
+            segment_ids=list(self.hits),
+            at=self.at,
+            counts=counts or None,
+            times=times or None,
         )
 
 
@@ -68,9 +79,11 @@ class VisitSender:
         self.metrics = metrics
         self.linger_s = linger_s
         self._lingering: dict[str, _Lingering] = {}
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._queued = 0
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._closed = False
-        self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()  # set by a flush: what lingers goes out now
 
     def send(self, user_id: str, segment_ids: Sequence[str], at: float) -> None:
         """Count one retrieval's visit; it goes out within ``linger_s``. Returns at once."""
@@ -79,45 +92,58 @@ class VisitSender:
             return
         lingering = self._lingering.get(user_id)
         if lingering is None:
-            if len(self._in_flight) >= MAX_IN_FLIGHT:
-                self.metrics.visits_lost.labels(reason="backlog").inc()
-                return
-            lingering = self._lingering[user_id] = _Lingering()
-            task = asyncio.create_task(self._deliver(user_id, lingering))
-            self._in_flight.add(task)
-            task.add_done_callback(self._in_flight.discard)
+            lingering = _Lingering()
+            linger = self.linger_s if len(self._lingering) < MAX_LINGERING else 0.0
+            self._lingering[user_id] = lingering
+            task = asyncio.create_task(self._deliver(user_id, lingering, linger, self._wake))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         lingering.add(segment_ids, at)
 
-    async def _deliver(self, user_id: str, lingering: _Lingering) -> None:
+    async def _deliver(
+        self, user_id: str, lingering: _Lingering, linger_s: float, wake: asyncio.Event
+    ) -> None:
         try:
-            if self.linger_s > 0:
-                # a stop ends the wait: what lingers goes out with the stop's bounded drain
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), self.linger_s)
+            if linger_s > 0:
+                with contextlib.suppress(TimeoutError):  # a flush or a stop ends the wait
+                    await asyncio.wait_for(wake.wait(), linger_s)
             else:
                 await asyncio.sleep(0)  # the visits of this turn of the loop go together
         except asyncio.CancelledError:
             self._lost(user_id, lingering, "stopped")
             raise
-        if lingering.dropped:
-            return
         if self._lingering.get(user_id) is lingering:
             del self._lingering[user_id]  # later visits start a record of their own
+        if lingering.dropped:
+            return
+        if self._queued >= MAX_QUEUED:  # the sends are held (a roll): bounded, counted
+            self.metrics.visits_lost.labels(reason="backlog").inc(lingering.retrievals)
+            return
+        self._queued += 1
         try:
-            value = dumps(lingering.record(user_id))
-            await asyncio.wait_for(self.sink.send(MTM, user_key(user_id), value), SEND_BOUND_S)
+            async with self._slots:
+                value = dumps(lingering.record(user_id))
+                send = self.sink.send(MTM, user_key(user_id), value)
+                await asyncio.wait_for(send, SEND_BOUND_S)
         except asyncio.CancelledError:
             self.metrics.visits_lost.labels(reason="stopped").inc(lingering.retrievals)
             raise
         except Exception as exc:  # bookkeeping: never an error for the retrieve that made it
             self.metrics.visits_lost.labels(reason="send").inc(lingering.retrievals)
             log.warning("%d retrieval visits were not recorded: %r", lingering.retrievals, exc)
+        finally:
+            self._queued -= 1
 
     def forget(self, user_id: str) -> None:
         """A DELETE: the user's lingering visits are not sent (their segments are gone)."""
         lingering = self._lingering.pop(user_id, None)
         if lingering is not None:
             lingering.dropped = True
+
+    def flush(self) -> None:
+        """Send what lingers now (the demo does before it shows the heat)."""
+        wake, self._wake = self._wake, asyncio.Event()
+        wake.set()
 
     def _lost(self, user_id: str, lingering: _Lingering, reason: str) -> None:
         if self._lingering.get(user_id) is lingering:
@@ -127,14 +153,14 @@ class VisitSender:
     @property
     def in_flight(self) -> int:
         """Records lingering or being sent."""
-        return len(self._in_flight)
+        return len(self._tasks)
 
     async def close(self, timeout_s: float) -> None:
         """Send what lingers now and let the sends finish for up to ``timeout_s``, then
         cancel the rest; any visit after this is counted as lost."""
         self._closed = True
-        self._stopping.set()
-        pending = set(self._in_flight)
+        self.flush()
+        pending = set(self._tasks)
         if not pending:
             return
         _, late = await asyncio.wait(pending, timeout=timeout_s)

@@ -62,12 +62,14 @@ async def test_a_failed_send_is_counted_not_raised() -> None:
 async def test_a_backlog_past_the_bound_is_dropped_and_counted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(visits_module, "MAX_IN_FLIGHT", 2)
+    monkeypatch.setattr(visits_module, "MAX_QUEUED", 2)
     sink, metrics = HeldSink(), Metrics()
     visits = VisitSender(sink, metrics)
     for user in ("ann", "bob", "cy"):
         visits.send(user, ["s1"], 1.0)
-    visits.send("ann", ["s2"], 1.5)  # joins ann's record: no room needed
+    visits.send("ann", ["s2"], 1.5)  # joins ann's record
+    for _ in range(3):  # the records leave their turn of the loop for the held sink
+        await asyncio.sleep(0)
     assert visits.in_flight == 2
     assert lost(metrics, "backlog") == 1
     await visits.close(0.01)  # the sink never lets go: both are cancelled, 3 visits in them
@@ -94,6 +96,7 @@ async def test_a_users_visits_within_the_linger_go_out_as_one_record_with_counts
     assert by_user["ann"]["segment_ids"] == ["s1", "s2", "s3"]
     assert by_user["ann"]["counts"] == {"s1": 3}
     assert by_user["ann"]["at"] == 12.0
+    assert by_user["ann"]["times"] == {"s2": 10.0}, "each segment keeps its own last retrieval"
     assert by_user["bob"]["segment_ids"] == ["s9"]
     assert by_user["bob"]["counts"] is None
     visits.send("ann", ["s2"], 13.0)  # after the record went: a record of its own
@@ -148,3 +151,24 @@ async def test_a_forgotten_users_lingering_visits_are_not_sent() -> None:
         ("ann", ["s3"]),
         ("bob", ["s2"]),
     ]
+
+
+async def test_many_users_linger_past_the_send_bound_and_past_the_linger_bound_go_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """More users' records at once than sends may run (a flush, a stop, users past the
+    lingering bound, whose visits go without lingering): they wait for a slot, none is lost."""
+    monkeypatch.setattr(visits_module, "MAX_IN_FLIGHT", 2)
+    monkeypatch.setattr(visits_module, "MAX_LINGERING", 3)
+    sink, metrics = HeldSink(), Metrics()
+    sink.release.set()
+    visits = VisitSender(sink, metrics, linger_s=60.0)
+    for index in range(5):
+        visits.send(f"u{index}", ["s1"], 1.0)
+    await asyncio.sleep(0.05)
+    assert sorted(orjson.loads(v)["user_id"] for _, _, v in sink.sent) == ["u3", "u4"]
+    visits.flush()  # the demo's: what lingers goes now
+    await asyncio.sleep(0.05)
+    assert len(sink.sent) == 5
+    assert lost(metrics, "backlog") == 0
+    await visits.close(1.0)

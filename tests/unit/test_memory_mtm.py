@@ -96,9 +96,41 @@ def test_a_merged_visits_counts_are_bounded_and_positive() -> None:
 
     from schemas.records import MAX_VISITS_PER_RECORD, RetrievalHit
 
-    for bad in (0, -1, MAX_VISITS_PER_RECORD + 1):
+    for bad in (0, -1, MAX_VISITS_PER_RECORD + 1, True, "3"):
         with pytest.raises(ValidationError):
             RetrievalHit(user_id="u", segment_ids=["s1"], at=1.0, counts={"s1": bad})
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"at": float("inf")},
+        {"at": float("nan")},
+        {"at": 1e308},
+        {"at": -1.0},
+        {"counts": {"other": 2}},  # not among segment_ids
+        {"times": {"other": 0.5}},
+        {"times": {"s1": 2.0}},  # later than at
+    ],
+)
+def test_a_hostile_visit_record_is_refused(fields: dict[str, object]) -> None:
+    """A time that is not finite or in range would become the user's clock (a heat document
+    that no longer loads); a merged record names only its own segments."""
+    from pydantic import ValidationError
+
+    from schemas.records import RetrievalHit
+
+    with pytest.raises(ValidationError):
+        RetrievalHit.model_validate({"user_id": "u", "segment_ids": ["s1"], "at": 1.0, **fields})
+
+
+def test_record_visits_with_times_gives_each_segment_its_own_last_access() -> None:
+    state = MidTermState()
+    state.add_page("s1", "p1", now=10.0, created=True)
+    state.add_page("s2", "p2", now=10.0, created=True)
+    state.record_visits(["s1", "s2"], 50.0, times={"s2": 20.0})
+    assert state.segments["s1"].last_access == 50.0
+    assert state.segments["s2"].last_access == 20.0
 
 
 def test_late_events_never_move_access_time_backwards() -> None:
