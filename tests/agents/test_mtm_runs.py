@@ -3,6 +3,8 @@ one summary call per segment they joined, and the same placement as one page at 
 
 from __future__ import annotations
 
+import pytest
+
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
@@ -223,6 +225,28 @@ async def test_a_merged_record_counts_as_the_retrievals_it_stands_for() -> None:
     assert not pipeline.dead_letters()
     doc = await pipeline.deps.repo.load_doc("ann", HEAT_DOC)
     assert doc == alone
+
+
+@pytest.mark.parametrize("hostile", [b'"Infinity"', b"1e999", b"1e308"])
+async def test_a_visit_at_a_hostile_time_is_dead_lettered_and_the_heat_stays_loadable(
+    hostile: bytes,
+) -> None:
+    """Raw on memoryos.mtm: a time that is not finite or past the year 9999 was once taken as
+    the user's clock, and the heat document saved with it no longer loaded."""
+    pipeline, _ = await placed(run_max=8, heat_tau=1000.0)
+    repo = pipeline.deps.repo
+    segment_ids = sorted(k.segment.segment_id for k in await repo.all_segments("ann"))
+    before = await repo.load_doc("ann", HEAT_DOC)
+    raw = b'{"kind":"retrieval","user_id":"ann","segment_ids":%s,"at":%s}' % (
+        dumps(segment_ids),
+        hostile,
+    )
+    await pipeline.send(MTM_TOPIC, user_key("ann"), raw)
+    await pipeline.drain()
+    [dead] = pipeline.dead_letters()
+    assert dead.headers["error"] == b"invalid"
+    assert await repo.load_doc("ann", HEAT_DOC) == before
+    MidTermState.from_dict(before or {})  # still loads
 
 
 async def test_a_run_of_visits_whose_write_fails_is_counted_once_each_one_at_a_time() -> None:
