@@ -3,11 +3,11 @@ one summary call per segment they joined, and the same placement as one page at 
 
 from __future__ import annotations
 
-import pytest
-
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
+
+import pytest
 
 from adapters.repository import HEAT_DOC
 from memory.mtm import MidTermState
