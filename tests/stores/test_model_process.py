@@ -166,7 +166,11 @@ async def test_a_caller_cancelled_while_the_child_starts_leaves_no_child() -> No
     before = own_model_processes()
     models = host()
     starting = asyncio.create_task(models.encode(["hello"]))
-    await asyncio.sleep(0.1)  # the child is still importing: no answer yet
+    for _ in range(1000):  # cancelled as soon as the child exists: it is still importing
+        if own_model_processes() - before:
+            break
+        await asyncio.sleep(0.005)
+    assert not starting.done(), "the child answered before it could be cancelled"
     starting.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await starting
