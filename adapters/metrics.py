@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from adapters.embedders.model_process import ModelProcessCollector
+
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
@@ -14,8 +16,9 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.watches_model_processes = False  # their collector is registered (adapters/wiring.py)
         r = self.registry
+        # the model's own processes (MEMORYOS_MINILM_HOST=process): zeros when none runs
+        r.register(ModelProcessCollector())
         self.events = Counter(
             "memoryos_events",
             "Events processed per stage and outcome",

@@ -57,8 +57,6 @@ async def build_deps(
             await inner.embed(["memoryos warm-up"])
         embedder = InstrumentedEmbedder(inner, metrics)
         await check_embedder(repo, embedder.name, legacy)
-        if settings.embedder == "minilm" and settings.minilm_host == "process":
-            watch_model_processes(metrics)
     except BaseException:
         await inner.close()  # a model the warm-up loaded, with its threads
         await store.close()  # its folder's lock goes with it
@@ -82,16 +80,6 @@ async def _holds_vectors(store: InstrumentedStore) -> bool:
         if await store.count(collection):
             return True
     return False
-
-
-def watch_model_processes(metrics: Metrics) -> None:
-    """The model processes' memory and starts on this registry's scrapes (once per registry:
-    several stacks in one process may share it)."""
-    from adapters.embedders.model_process import ModelProcessCollector
-
-    if not metrics.watches_model_processes:
-        metrics.registry.register(ModelProcessCollector())
-        metrics.watches_model_processes = True
 
 
 async def check_embedder(repo: MemoryRepository, name: str, inferred: str | None = None) -> None:

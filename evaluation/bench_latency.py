@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from adapters.deps import Deps
-from adapters.embedders.model_process import cpu_seconds, model_pids
+from adapters.embedders.model_process import model_pids
+from adapters.process_stats import cpu_seconds
 from adapters.settings import Settings
 from evaluation.bench_common import (
     MetricsSnapshot,

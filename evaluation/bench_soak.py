@@ -25,6 +25,7 @@ from typing import Any
 
 from adapters.deps import Deps
 from adapters.ports import PAGES
+from adapters.process_stats import rss_bytes
 from adapters.settings import Settings
 from evaluation.bench_common import parts, percentiles_ms, say
 from evaluation.bench_data import START, conversation
@@ -33,7 +34,6 @@ from evaluation.scratch import fresh_stack
 from memory.text import _cached_stem, phrase_tokens
 from schemas.turn import TurnEvent
 from service.structured import _parsed
-from streams.roll import rss_bytes
 from streams.stack import Stack
 
 BLOCK = 24  # turns made per user at a time (two sessions)

@@ -20,11 +20,11 @@ import psutil  # type: ignore[import-untyped]
 
 from adapters.embedders import build_embedder
 from adapters.embedders.minilm import MiniLMEmbedder
-from adapters.embedders.model_process import cpu_seconds, model_pids
+from adapters.embedders.model_process import model_pids
 from adapters.embedders.precision import new_store_precision
 from adapters.ports import Embedder
+from adapters.process_stats import cpu_seconds, rss_bytes
 from adapters.settings import load_settings
-from streams.roll import rss_bytes
 
 
 def texts_of(path: Path) -> tuple[list[str], list[str]]:

@@ -8,8 +8,9 @@ it goes out in a task of its own. What that gives up: a visit whose send fails, 
 flight when the process is killed, is not counted; it is logged and counted, never retried.
 
 A user's visits within ``linger_s`` of the first go out as one record, the way a Kafka
-producer lingers to batch: each segment carries how many retrievals hit it (``counts``), so
-N_visit is the same as with a record per retrieval. One record per retrieve cost the event
+producer lingers to batch: each segment carries how many retrievals hit it (``counts``) and
+when the last did (``times``), so N_visit and the access times are those of a record per
+retrieval. One record per retrieve cost the event
 loop about a millisecond per retrieve in sends, consumption and heat writes (issue 19). A
 stop sends what lingers at once.
 """
@@ -140,8 +141,15 @@ class VisitSender:
         if lingering is not None:
             lingering.dropped = True
 
-    def flush(self) -> None:
-        """Send what lingers now (the demo does before it shows the heat)."""
+    async def flush(self, timeout_s: float) -> None:
+        """Send what lingers now and wait up to ``timeout_s`` for the sends (the demo does
+        before it shows the heat)."""
+        self._wake_all()
+        pending = set(self._tasks)
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
+
+    def _wake_all(self) -> None:
         wake, self._wake = self._wake, asyncio.Event()
         wake.set()
 
@@ -159,7 +167,7 @@ class VisitSender:
         """Send what lingers now and let the sends finish for up to ``timeout_s``, then
         cancel the rest; any visit after this is counted as lost."""
         self._closed = True
-        self.flush()
+        self._wake_all()
         pending = set(self._tasks)
         if not pending:
             return

@@ -38,23 +38,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-import psutil  # type: ignore[import-untyped]
-
+from adapters.process_stats import rss_bytes
 from schemas.errors import BrokerError
 from schemas.topics import MESSAGES, TURNS
 
 log = logging.getLogger(__name__)
 Send = Callable[[str, bytes, bytes], Awaitable[None]]
-
-
-def rss_bytes(pid: int | None) -> int:
-    """Resident memory of process ``pid``; 0 if there is none (stopped, or not ours)."""
-    if pid is None:
-        return 0
-    try:
-        return int(psutil.Process(pid).memory_info().rss)
-    except psutil.Error:
-        return 0
 
 
 class GatedSink:

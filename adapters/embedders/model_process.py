@@ -2,8 +2,8 @@
 
 The child is ``python -P -m adapters.embedders.model_process FD RUNTIME CACHE THREADS PRECISION``.
 It loads the model, says it is ready, then answers batches one at a time in the order they
-come; the parent's event loop writes requests to its stdin and reads answers from its stdout
-as they arrive, so no thread of the parent ever waits on the model (``model_hosts``).
+come; the parent's event loop writes requests to its stdin and reads the answers from a pipe
+of their own as they arrive, so no thread of the parent ever waits on the model (``model_hosts``).
 
 Frames: a request is a u32 length and the texts as a JSON list. An answer is one kind byte, a
 u32 length and a body: ``R`` ready (empty), ``V`` the rows as float32, ``E`` an error's text.
@@ -43,6 +43,7 @@ import orjson
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from adapters.embedders.minilm_models import Matrix
+from adapters.process_stats import rss_bytes
 from schemas.errors import EmbedderError
 
 log = logging.getLogger(__name__)
@@ -271,15 +272,6 @@ def model_pids() -> list[int]:
     return [pid for host in list(_HOSTS) if (pid := host.pid) is not None]
 
 
-def resident_bytes(pid: int) -> int:
-    """``pid``'s resident memory; 0 once it is gone."""
-    try:
-        pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-    return pages * os.sysconf("SC_PAGE_SIZE")
-
-
 class ModelProcessCollector:
     """Prometheus figures of the model processes, read at each scrape: their memory is not
     this process's, and a count of starts above one tells of children that died."""
@@ -289,7 +281,7 @@ class ModelProcessCollector:
             "memoryos_model_process_resident_bytes",
             "Resident memory of the MiniLM processes this process runs (MEMORYOS_MINILM_HOST)",
         )
-        memory.add_metric([], sum(resident_bytes(pid) for pid in model_pids()))
+        memory.add_metric([], sum(rss_bytes(pid) for pid in model_pids()))
         yield memory
         starts = CounterMetricFamily(
             "memoryos_model_process_starts",
@@ -298,16 +290,6 @@ class ModelProcessCollector:
         )
         starts.add_metric([], _STARTS[0])
         yield starts
-
-
-def cpu_seconds(pid: int) -> float:
-    """The CPU (user and system) ``pid`` has used; 0 once it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0.0
-    fields = stat.rsplit(")", 1)[1].split()  # after the command's name, which may hold spaces
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _answer(stream: asyncio.StreamReader) -> tuple[bytes, bytes]:

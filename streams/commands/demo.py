@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from importlib import resources
 from typing import Any
 
@@ -48,8 +47,7 @@ async def run_demo(stack: Stack, quiet: bool = False) -> None:
             answers.append((question, text))
             progress.advance(1)
         progress.phase("pipeline")
-        stack.service.visits.flush()  # the answers' visits linger a second: send them now
-        await asyncio.sleep(0.1)  # and let them reach the broker before its lag is read
+        await stack.service.visits.flush(10.0)  # the answers' visits linger: send them now
         await stack.wait_idle(timeout_s=120)  # let the retrieval hits reach the heat agent
     for user in users:
         print("\n" + render(await stack.service.get_memory(user)), flush=True)

@@ -167,8 +167,7 @@ async def test_many_users_linger_past_the_send_bound_and_past_the_linger_bound_g
         visits.send(f"u{index}", ["s1"], 1.0)
     await asyncio.sleep(0.05)
     assert sorted(orjson.loads(v)["user_id"] for _, _, v in sink.sent) == ["u3", "u4"]
-    visits.flush()  # the demo's: what lingers goes now
-    await asyncio.sleep(0.05)
+    await visits.flush(5.0)  # the demo's: what lingers goes now, and is sent on return
     assert len(sink.sent) == 5
     assert lost(metrics, "backlog") == 0
     await visits.close(1.0)

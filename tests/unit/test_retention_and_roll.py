@@ -8,11 +8,12 @@ import os
 import pytest
 
 from adapters import native_memory
+from adapters.process_stats import rss_bytes
 from adapters.settings import Settings
 from schemas.errors import BrokerError
 from schemas.topics import DLQ, MESSAGES, MTM, PIPELINE_TOPICS, TURNS
 from streams.retention import TABLES, changelog_topic, topic_configs
-from streams.roll import BrokerWatch, GatedSink, rss_bytes
+from streams.roll import BrokerWatch, GatedSink
 
 
 def test_every_topic_has_a_policy_and_turns_keep_text_briefly() -> None:
