@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from memory.heat import HeatParams, heat
+from schemas.limits import MAX_EVENT_TIME
 
 EVICTED_MEMORY = 1000  # evicted segment ids remembered per user, to recognise late pages
 
@@ -119,7 +120,9 @@ class MidTermState:
     def advance(self, event_time: float) -> float:
         """The time an event is applied at: its own, but never before an earlier event's, so
         a replay computes the same heat and an old page cannot make recency exceed 1."""
-        self.clock = max(self.clock, event_time)
+        # within a record's range: a page stored before the range was checked cannot carry
+        # the clock past what the MTM stage's own records may say
+        self.clock = min(max(self.clock, event_time), MAX_EVENT_TIME)
         return self.clock
 
     def owner_of(self, page_id: str) -> str | None:

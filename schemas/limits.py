@@ -10,6 +10,7 @@ refused because JSON cannot carry them: they would come back as ``null``.
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 MAX_META_DEPTH = 32  # objects and arrays nested inside meta, meta itself counted as 1
@@ -59,3 +60,20 @@ def _text_problem(text: str, path: str) -> str | None:
     except UnicodeEncodeError:
         return f"{path}: must be valid Unicode text (no lone surrogates)"
     return None
+
+
+MAX_EVENT_TIME = 253_402_300_799.0  # 9999-12-31T23:59:59Z, in seconds since the epoch
+
+
+def utc_in_range(value: datetime) -> datetime:
+    """A timestamp as an instant: a time without zone is taken as UTC, and the instant must
+    fall by 9999-12-31T23:59:59Z. "9999-12-31T23:59:59-14:00" is in the year 10000 in UTC:
+    accepted, it became the MTM stage's clock and no record time or date could hold it."""
+    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+    try:
+        seconds = aware.timestamp()
+    except (OverflowError, ValueError):
+        seconds = float("inf")
+    if seconds > MAX_EVENT_TIME:
+        raise ValueError("the time is past 9999-12-31T23:59:59Z once taken to UTC")
+    return aware

@@ -8,11 +8,12 @@ the assistant's reply into a turn. Producers in other languages use
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from schemas.limits import utc_in_range
 from schemas.turn import MAX_META_BYTES, MAX_META_DEPTH, Channel, Identifier, Meta, Text
 
 
@@ -43,7 +44,7 @@ class MessageEvent(BaseModel):
     @field_validator("timestamp")
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
+        return utc_in_range(value)
 
     @field_validator("text")
     @classmethod

@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from schemas.limits import MAX_EVENT_TIME as MAX_EVENT_TIME
+
 
 def _little_endian(floats: array.array[float]) -> array.array[float]:
     if sys.byteorder != "little":
@@ -161,7 +163,6 @@ class EvictedPage(Record):
 
 
 MAX_VISITS_PER_RECORD = 1_000_000  # a merged record's count for one segment, at the most
-MAX_EVENT_TIME = 253_402_300_799.0  # 9999-12-31: a record's time past this is refused
 # A record's time in seconds since the epoch: finite and in range, or a hostile "Infinity" or
 # 1e308 would become a user's clock (and a heat document that no longer loads).
 EventTime = Annotated[float, Field(allow_inf_nan=False, ge=0.0, le=MAX_EVENT_TIME)]

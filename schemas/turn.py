@@ -6,7 +6,7 @@ Producers in other languages use ``schemas/turn.schema.json``, generated from th
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 import orjson
@@ -15,7 +15,7 @@ from pydantic_core import PydanticCustomError
 
 from schemas.limits import MAX_META_BYTES as MAX_META_BYTES
 from schemas.limits import MAX_META_DEPTH as MAX_META_DEPTH
-from schemas.limits import json_problem
+from schemas.limits import json_problem, utc_in_range
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 MAX_TEXT_CHARS = 16_000
@@ -73,7 +73,7 @@ class TurnEvent(BaseModel):
     @field_validator("timestamp")
     @classmethod
     def _aware(cls, value: datetime) -> datetime:
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
+        return utc_in_range(value)
 
     @field_validator("query", "response")
     @classmethod

@@ -30,6 +30,7 @@ from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segm
 from memory.text import keyword_set, query_keywords
 from schemas.codec import dumps
 from schemas.errors import InvalidEvent
+from schemas.limits import MAX_EVENT_TIME
 from schemas.message import MessageEvent
 from schemas.records import ForgetUser, Page, Persona
 from schemas.topics import MESSAGES, TURNS, user_key
@@ -386,4 +387,5 @@ def _empty_memory(user_id: str) -> dict[str, Any]:
 
 
 def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat()
+    # a clock stored before record times were bounded may lie past the year 9999
+    return datetime.fromtimestamp(min(seconds, MAX_EVENT_TIME), UTC).isoformat()

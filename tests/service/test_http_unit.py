@@ -285,6 +285,23 @@ async def test_wrong_input_is_422_naming_the_field(
     assert fake.turns == []
 
 
+@pytest.mark.parametrize("timestamp", ["9999-12-31T23:59:59-14:00", "9999-12-31T23:59:59.5+00:00"])
+async def test_a_timestamp_past_the_year_9999_in_utc_is_refused(
+    client: httpx.AsyncClient, timestamp: str
+) -> None:
+    """Written in a zone west of UTC it passes for 9999 but is the year 10000: accepted, it
+    became the MTM stage's clock, its persona jobs were dead-lettered and the user's memory
+    answered 500 for good (found by an attack)."""
+    for path, body in [
+        ("/v1/users/alice/turns", {"query": "q", "response": "r", "timestamp": timestamp}),
+        ("/v1/messages", MESSAGE | {"timestamp": timestamp}),
+    ]:
+        response = await client.post(path, json=body, headers=AUTH)
+        assert error_of(response, 422)["field"].endswith("timestamp"), response.text
+    ok = {"query": "q", "response": "r", "timestamp": "9999-12-31T23:59:59+01:00"}
+    assert (await client.post("/v1/users/alice/turns", json=ok, headers=AUTH)).status_code == 202
+
+
 async def test_lone_surrogates_are_refused_not_crashed_on(client: httpx.AsyncClient) -> None:
     for raw, field in [
         ('{"query": "\\ud800", "response": "r"}', "query"),

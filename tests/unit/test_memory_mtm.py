@@ -343,3 +343,15 @@ def test_the_clock_never_moves_back() -> None:
     assert state.advance(100.0) == 100.0
     assert state.advance(50.0) == 100.0  # an older page is applied at the latest time seen
     assert state.advance(150.0) == 150.0
+
+
+def test_the_clock_stays_within_a_records_range() -> None:
+    """A page stored before timestamps were bounded may carry a time past the year 9999: the
+    clock, which the MTM stage's records carry, stops at the last second of 9999."""
+    from schemas.limits import MAX_EVENT_TIME
+    from schemas.records import PersonaJob
+
+    state = MidTermState()
+    now = state.advance(MAX_EVENT_TIME + 50_400)
+    assert now == MAX_EVENT_TIME
+    PersonaJob(user_id="u", segment_id="s", page_ids=["p"], at=now)  # a job it can still send
