@@ -15,7 +15,7 @@ from memory.chain import ContinuityVerdict
 from schemas.records import Page, Trait
 
 Payload = dict[str, Any]
-FilterValue = str | int | bool | list[str]
+FilterValue = str | int | list[str]  # no bool: see common.match_pairs
 Filter = Mapping[str, FilterValue]  # a list value means "any of these"
 SparseVector = dict[int, float]
 

@@ -265,7 +265,7 @@ class MemoryRepository:
         return [found.get(point_id) for point_id in wanted]
 
     async def save_doc(
-        self, user_id: str, kind: str, data: Mapping[str, Any], **flags: bool
+        self, user_id: str, kind: str, data: Mapping[str, Any], **flags: int
     ) -> None:
         """``flags`` are top-level payload fields that cross-user scans filter on; the data
         is stored as one JSON string (``doc_codec`` says why)."""

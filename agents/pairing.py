@@ -98,7 +98,8 @@ class PairingAgent(OrderedStage):
             # messages sent before it, must not follow its marker (found by review).
             await self.write_turns(turns, lambda: self._sent_before_a_delete(state, event.user_id))
         data = state.to_dict()
-        await self.deps.repo.save_doc(event.user_id, PAIRING_DOC, data, waiting=state.waiting > 0)
+        waiting = int(state.waiting > 0)  # 0/1: not every engine matches a boolean
+        await self.deps.repo.save_doc(event.user_id, PAIRING_DOC, data, waiting=waiting)
         await self._cache(event.user_id, gen, data)
         if isinstance(event, MessageEvent):
             await self.journal.settle_messages(event.user_id, [event.message_id])

@@ -150,7 +150,7 @@ class Reconciler:
             if entry.user_id not in forgetting and due(f"message:{entry.seq}"):
                 await self.send(MESSAGES, user_key(entry.user_id), entry.value)
                 owed.messages += 1
-        owed.ticks = await self._tick_waiting(forgetting)
+        owed.ticks = await self._tick_waiting(forgetting, everything)
         for page in await self.repo.leaving_pages():
             if page.user_id not in forgetting and due(f"page:{page.page_id}"):
                 keyring = self.keyring
@@ -201,12 +201,17 @@ class Reconciler:
         self._count_settled(len(done), [e for e, has in done if not has])
         return len(done)
 
-    async def _tick_waiting(self, forgetting: dict[str, float]) -> int:
-        """Time, for every user with messages waiting: the pairing stage flushes the overdue."""
-        waiting = await self.repo.store.scroll(
-            PERSONAS, None, {"kind": PAIRING_DOC, "waiting": True}
-        )
-        users = sorted({str(p.payload["user_id"]) for p in waiting} - set(forgetting))
+    async def _tick_waiting(self, forgetting: dict[str, float], everything: bool) -> int:
+        """Time, for every user with messages waiting: the pairing stage flushes the overdue.
+
+        At start every pairing document is read, so one that an older version flagged
+        ``True`` (which no engine-neutral filter matches) is found too."""
+        where: dict[str, str | int] = {"kind": PAIRING_DOC}
+        if not everything:
+            where["waiting"] = 1
+        docs = await self.repo.store.scroll(PERSONAS, None, where)
+        waiting = {str(p.payload["user_id"]) for p in docs if p.payload.get("waiting")}
+        users = sorted(waiting - set(forgetting))
         now = self.clock.now()
         for user_id in users:
             await self.send(

@@ -194,11 +194,16 @@ def match_pairs(user_id: str | None, where: Filter | None) -> list[tuple[str, Fi
     for key, value in (where or {}).items():
         if key == USER_ID:
             raise StoreError("pass the user as user_id, not inside where")
-        is_list = isinstance(value, list) and all(isinstance(item, str) for item in value)
-        if not key or not (is_list or isinstance(value, str | int | bool)):
+        if isinstance(value, bool):
+            # Qdrant Edge 0.9's MatchValue reads True as 1 and then matches no stored boolean:
+            # a flag that reads must find is stored as 0 or 1 on every engine.
             raise StoreError(
-                f"where[{key!r}] must be a str, int, bool or list of str, got {value!r}"
+                f"where[{key!r}] is a boolean, which not every engine can match: "
+                "store the flag as 0 or 1 and match the int"
             )
+        is_list = isinstance(value, list) and all(isinstance(item, str) for item in value)
+        if not key or not (is_list or isinstance(value, str | int)):
+            raise StoreError(f"where[{key!r}] must be a str, int or list of str, got {value!r}")
         pairs.append((key, value))
     return pairs
 

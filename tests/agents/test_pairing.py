@@ -6,8 +6,11 @@ import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
-from adapters.journal import SqliteJournal
+import pytest
+
+from adapters.journal import NoJournal, SqliteJournal
 from adapters.repository import PAIRING_DOC
+from adapters.stores.edge import EdgeStore
 from memory.ids import message_turn_id
 from schemas.codec import dumps
 from schemas.message import MessageEvent
@@ -105,6 +108,32 @@ async def test_an_unanswered_message_becomes_a_turn_with_an_empty_response_after
     await pipeline.drain()
     pages = await deps.repo.stm_pages("ann", with_vectors=False)
     assert [(p.query, p.response) for p in pages][-1] == ("", WHATSAPP[1].text)
+
+
+@pytest.mark.parametrize("engine", ["edge", "qdrant"])
+async def test_the_reconciler_makes_an_unanswered_message_memory_on_every_store(
+    engine: str, tmp_path: Path
+) -> None:
+    """The pairing timeout is a guarantee: within the wait plus one reconcile pass, answered or
+    not. On Qdrant Edge the reconciler's boolean filter once found no waiting user."""
+    store = EdgeStore(tmp_path / "qdrant") if engine == "edge" else None
+    deps = await make_deps(store, stm_capacity=7, pairing_wait_s=5)
+    clock = deps.clock
+    assert isinstance(clock, FakeClock)
+    pipeline = Pipeline(deps)
+    reconciler = Reconciler(deps.repo, NoJournal(), pipeline.send, clock=clock)
+    await send(pipeline, [WHATSAPP[0]])
+    await pipeline.drain()
+    assert (await reconciler.run_pass()).ticks == 1  # waiting, not yet due
+    await pipeline.drain()
+    assert await deps.repo.stm_pages("ann") == []
+    clock.at += 5
+    await reconciler.run_pass()
+    await pipeline.drain()
+    [page] = await deps.repo.stm_pages("ann", with_vectors=False)
+    assert (page.query, page.response) == (WHATSAPP[0].text, "")
+    assert (await reconciler.run_pass()).ticks == 0  # nothing waits any more
+    await deps.store.close()
 
 
 async def test_a_customer_message_long_after_the_last_one_starts_a_new_turn() -> None:

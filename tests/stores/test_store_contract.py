@@ -131,6 +131,38 @@ async def test_where_with_a_list_matches_any_of_its_values(store: VectorStore) -
     assert await store.count(PAGES, "alice", where={"kind": []}) == 0
 
 
+async def test_an_int_flag_matches_on_every_engine_and_a_missing_field_matches_nothing(
+    store: VectorStore,
+) -> None:
+    """The filters the code relies on, as the pairing documents use them: a 0/1 flag, a
+    keyword beside it, and points that lack the flag."""
+    one = [1.0]
+    await store.upsert(
+        PERSONAS,
+        [
+            Point(pid("w1"), one, {"user_id": "ann", "kind": "pairing", "waiting": 1}),
+            Point(pid("w0"), one, {"user_id": "bob", "kind": "pairing", "waiting": 0}),
+            Point(pid("wx"), one, {"user_id": "cat", "kind": "pairing"}),
+            Point(pid("p1"), one, {"user_id": "dan", "kind": "persona", "waiting": 1}),
+        ],
+    )
+    waiting = await store.scroll(PERSONAS, None, {"kind": "pairing", "waiting": 1})
+    assert [p.payload["user_id"] for p in waiting] == ["ann"]
+    assert await store.count(PERSONAS, None, {"kind": "pairing", "waiting": 0}) == 1
+    assert await store.count(PERSONAS, None, {"kind": "pairing"}) == 3
+    assert await store.count(PERSONAS, None, {"absent": 1}) == 0
+    assert await store.count(PERSONAS, None, {"absent": ["x"]}) == 0
+
+
+async def test_a_boolean_filter_is_refused_with_the_reason(store: VectorStore) -> None:
+    """Qdrant Edge 0.9 matches no stored boolean; a read that silently finds nothing is how a
+    message nobody answered stayed out of memory, so every adapter refuses the filter."""
+    with pytest.raises(StoreError, match=r"boolean.*0 or 1"):
+        await store.scroll(PERSONAS, None, {"waiting": True})
+    with pytest.raises(StoreError, match="boolean"):
+        await store.count(PAGES, "alice", {"waiting": False})
+
+
 async def test_retrieve_scroll_count(store: VectorStore) -> None:
     await seed(store)
     unknown = pid("nobody")

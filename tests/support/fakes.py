@@ -24,7 +24,7 @@ from adapters.deps import Deps
 from adapters.history import DeadLetterNotes
 from adapters.journal import Journal
 from adapters.metrics import Metrics
-from adapters.ports import Answer, PersonaFacts, PromptMemory, Topic
+from adapters.ports import Answer, PersonaFacts, PromptMemory, Topic, VectorStore
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
 from adapters.stores.qdrant import QdrantStore
@@ -137,9 +137,10 @@ class FakeLLM:
         return None
 
 
-async def make_deps(**overrides: Any) -> Deps:
+async def make_deps(store: VectorStore | None = None, **overrides: Any) -> Deps:
+    """Fakes around a real store: qdrant-client's in-memory one unless ``store`` is given."""
     settings = Settings(**{"stm_capacity": 3, "heat_tau": 2.5, **overrides})
-    store = QdrantStore(":memory:")
+    store = store or QdrantStore(":memory:")
     await store.ensure_collections(BagEmbedder.dim)
     return Deps(
         settings=settings,
