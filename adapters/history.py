@@ -64,7 +64,7 @@ class DeadLetterNotes:
         try:
             ring = await self.repo.load_doc(user_id, _kind(stage)) or {}
             entries = [*ring.get("entries", []), entry][-RING:]
-            await self.repo.save_doc(user_id, _kind(stage), {"entries": entries}, **{FLAG: True})
+            await self.repo.save_doc(user_id, _kind(stage), {"entries": entries}, **{FLAG: 1})
         except Exception as exc:
             log.warning("could not note a dead letter of %s in its history: %r", stage, exc)
 
@@ -78,7 +78,7 @@ def _user_of(key: bytes | None) -> str | None:
 
 async def dead_letters(repo: MemoryRepository, user_id: str) -> list[dict[str, Any]]:
     """The user's noted dead letters of every stage, oldest first."""
-    points = await repo.store.scroll(PERSONAS, user_id, {FLAG: True})
+    points = await repo.flagged_docs(user_id, FLAG)
     entries = [
         dict(entry)
         for point in points
@@ -99,6 +99,6 @@ def _entries(payload: Mapping[str, Any]) -> list[Any]:
 
 async def purge(repo: MemoryRepository, user_id: str) -> None:
     """Forget the user's rings (the last stage, on a DELETE's marker)."""
-    points = await repo.store.scroll(PERSONAS, user_id, {FLAG: True})
+    points = await repo.flagged_docs(user_id, FLAG)
     if points:
         await repo.store.delete(PERSONAS, [point.id for point in points])

@@ -130,6 +130,10 @@ class InstrumentedStore:
     async def ensure_collections(self, dim: int) -> None:
         await self.inner.ensure_collections(dim)
 
+    async def flush(self) -> None:
+        async with self._timed("flush"):
+            await self.inner.flush()
+
     async def upsert(self, collection: str, points: Sequence[Point]) -> None:
         async with self._timed("upsert"):
             await self.inner.upsert(collection, points)

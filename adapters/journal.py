@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -43,7 +43,13 @@ class Journal(Protocol):
         """Journaled messages not yet settled (seq > ``after``); ``page_id`` holds the id."""
         ...
 
-    async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None: ...
+    async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None:
+        """Settle once stored: queued until ``settle_queued`` has the store flush first."""
+        ...
+
+    async def settle_queued(self, flush: Callable[[], Awaitable[None]]) -> int:
+        """Flush the store, then settle the messages queued before it; how many."""
+        ...
 
     async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
         """Journaled turns not yet settled, oldest first; only those with seq > ``after``."""
@@ -52,6 +58,10 @@ class Journal(Protocol):
     async def settle(self, seqs: Sequence[int]) -> None: ...
 
     async def forget_user(self, user_id: str) -> None: ...
+
+    async def problem(self) -> str | None:
+        """Why a write would fail now (readiness), or None."""
+        ...
 
     def close(self) -> None: ...
 
@@ -83,6 +93,9 @@ class NoJournal:
     async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None:
         return None
 
+    async def settle_queued(self, flush: Callable[[], Awaitable[None]]) -> int:
+        return 0
+
     async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
         return []
 
@@ -90,6 +103,9 @@ class NoJournal:
         return None
 
     async def forget_user(self, user_id: str) -> None:
+        return None
+
+    async def problem(self) -> str | None:
         return None
 
     def close(self) -> None:
@@ -121,10 +137,18 @@ class SqliteJournal:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        self._queued: list[tuple[str, str]] = []  # messages stored, settled after a flush
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise JournalError(
+                f"the journal {path} cannot be opened ({exc}). It holds acknowledged turns and "
+                "messages not yet stored, so nothing starts over it: keep a copy, then move it "
+                "aside to start with an empty journal (what only it held is lost)"
+            ) from None
 
     async def append(self, turns: Sequence[TurnEvent]) -> None:
         rows = [(t.user_id, page_id(t.user_id, t.turn_id), dumps(t)) for t in turns]
@@ -143,8 +167,17 @@ class SqliteJournal:
         return await self._read(sql, limit, after)
 
     async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None:
-        sql = "DELETE FROM message_inbox WHERE user_id = ? AND message_id = ?"
-        await self._run(sql, [(user_id, message_id) for message_id in message_ids])
+        # A store applies a write to its log before it makes it durable: a damaged log after
+        # a crash loses what was applied only, so the entry stays until a flush.
+        self._queued.extend((user_id, message_id) for message_id in message_ids)
+
+    async def settle_queued(self, flush: Callable[[], Awaitable[None]]) -> int:
+        rows, self._queued = self._queued, []
+        if rows:
+            await flush()  # on failure the entries stay, and are sent (harmlessly) again
+            sql = "DELETE FROM message_inbox WHERE user_id = ? AND message_id = ?"
+            await self._run(sql, rows)
+        return len(rows)
 
     async def _read(self, select: str, limit: int, after: int = 0) -> list[Entry]:
         def read() -> list[Entry]:
@@ -161,6 +194,17 @@ class SqliteJournal:
     async def forget_user(self, user_id: str) -> None:
         await self._run("DELETE FROM inbox WHERE user_id = ?", [(user_id,)])
         await self._run("DELETE FROM message_inbox WHERE user_id = ?", [(user_id,)])
+
+    async def problem(self) -> str | None:
+        def probe() -> str | None:
+            with self._lock:
+                try:
+                    self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                except sqlite3.Error:
+                    return "journal unavailable"
+            return None
+
+        return await asyncio.to_thread(probe)
 
     def close(self) -> None:
         with self._lock:

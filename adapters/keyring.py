@@ -165,7 +165,7 @@ class Keyring:
         """Delete keys of generations before ``gen``: one made while its DELETE ran (it read
         no tombstone yet) outlives the DELETE's own purge; the last stage's pass ends it."""
         self.forget(user_id)
-        points = await self._repo.store.scroll(PERSONAS, user_id, {KEY_DOC: True})
+        points = await self._repo.flagged_docs(user_id, KEY_DOC)
         stale = [p.id for p in points if int(doc_data(p.payload)["gen"]) < gen - SAME_DELETE_MS]
         if stale:
             await self._repo.store.delete(PERSONAS, stale)
@@ -182,7 +182,7 @@ class Keyring:
             elif create and gen >= await self.latest(user_id) - SAME_DELETE_MS:
                 key = AESGCM.generate_key(bit_length=256)
                 data = {"gen": gen, "key": base64.b64encode(key).decode()}
-                await self._repo.save_doc(user_id, _doc_kind(gen), data, **{KEY_DOC: True})
+                await self._repo.save_doc(user_id, _doc_kind(gen), data, **{KEY_DOC: 1})
             else:
                 return None
             cipher = AESGCM(key)

@@ -112,6 +112,16 @@ class Metrics:
             ["topic", "partition"],
             registry=r,
         )
+        self.disk_free = Gauge(
+            "memoryos_disk_free_bytes",
+            "Free bytes under the data folder, read at each write and each readiness probe",
+            registry=r,
+        )
+        self.disk_floor = Gauge(
+            "memoryos_disk_floor_bytes",
+            "Free bytes under which writes are refused (MEMORYOS_MIN_FREE_MB)",
+            registry=r,
+        )
         self.broker_rolls = Counter(
             "memoryos_broker_rolls",
             "Log rolls of the embedded broker per outcome (done; failed: tried again)",

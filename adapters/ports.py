@@ -124,6 +124,11 @@ class VectorStore(Protocol):
         """Delete every point of one user; return how many there were."""
         ...
 
+    async def flush(self) -> None:
+        """Make every write applied so far durable on disk (a journal entry may then go).
+        A store whose writes are durable once acknowledged (a Qdrant server) returns."""
+        ...
+
     async def vacuum(self) -> int:
         """Reclaim the space of deleted points; return how many collections were rewritten.
         A store that does this by itself (a Qdrant server) returns 0."""

@@ -380,6 +380,12 @@ class MemoryRepository:
     async def delete_doc(self, user_id: str, kind: str) -> None:
         await self.store.delete(PERSONAS, [ids.point_id(user_id, "doc", kind)])
 
+    async def flagged_docs(self, user_id: str, flag: str) -> list[Point]:
+        """The user's documents whose ``flag`` is set: read whole (a user has a few dozen) and
+        picked here, so a flag an older version stored as ``true`` counts as well as a 1."""
+        points = await self.store.scroll(PERSONAS, user_id)
+        return [point for point in points if point.payload.get(flag)]
+
     async def users_with_doc(self, kind: str) -> list[str]:
         points = await self.store.scroll(PERSONAS, None, {"kind": kind})
         return sorted({str(p.payload["user_id"]) for p in points})
@@ -402,6 +408,10 @@ class MemoryRepository:
         the stages. Until the last stage has seen that marker, reads show nothing.
         """
         counts = await self.count_user(user_id)
+        # The tombstone first: a crash part-way leaves an open DELETE that the reconciler's
+        # marker completes, not a half-deleted user that nothing knows about. It is in the
+        # user's documents, so it is written again once they are gone.
+        await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at})
         for collection in (PAGES, SEGMENTS, USER_KNOWLEDGE, AGENT_TRAITS, PERSONAS):
             await self.store.delete_user(collection, user_id)
         await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at})

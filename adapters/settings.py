@@ -227,6 +227,13 @@ class Settings(BaseSettings):
         "memory for the retrieve's pool searches, about 0.5 KB each (0: read from Edge each time)",
     )
     data_dir: Path = Field(Path(".memoryos"), description="embedded data folder")
+    min_free_mb: int = Field(
+        256,
+        ge=0,
+        description="free MiB the data folder keeps: under it writes answer 503 and /readyz "
+        "is not ready, and `memoryos up` refuses to start (the store's log segments are 32 "
+        "MiB per collection, mapped; a full disk would kill the process)",
+    )
 
     # --- broker and pipeline ---
     broker_url: str | None = Field(

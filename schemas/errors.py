@@ -11,6 +11,7 @@
     ├── StoreError           the vector store failed (HTTP 503 "store unavailable")
     │   └── UnstorablePayload    also an InvalidEvent: a payload the store could not read back
     ├── JournalError         the embedded stack's inbox could not take a turn (HTTP 503)
+    ├── DiskFull             the data folder is under its free-space floor (HTTP 503)
     ├── BrokerError          the Kafka broker could not be started or reached
     └── NotFound             HTTP 404
 
@@ -72,6 +73,10 @@ class UnstorablePayload(InvalidEvent, StoreError):
 
 class JournalError(MemoryOSError):
     """The embedded stack's on-disk inbox failed: the turn is not acknowledged."""
+
+
+class DiskFull(MemoryOSError):
+    """The data folder has less free space than its floor: writes are refused until it has."""
 
 
 class BrokerError(MemoryOSError):

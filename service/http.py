@@ -30,6 +30,7 @@ from adapters.settings import Settings
 from schemas.codec import describe
 from schemas.errors import (
     BrokerError,
+    DiskFull,
     EmbedderError,
     InvalidEvent,
     JournalError,
@@ -73,6 +74,7 @@ UNAVAILABLE: tuple[tuple[type[MemoryOSError], str], ...] = (
     (LLMError, "LLM unavailable"),
     (BrokerError, "broker unavailable"),
     (JournalError, "journal unavailable"),
+    (DiskFull, "disk full: writes are refused until space is freed"),
 )
 
 

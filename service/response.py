@@ -18,6 +18,7 @@ import aiorwlock
 
 from adapters import tracing
 from adapters.deps import Deps
+from adapters.disk_space import DiskGuard, NoGuard
 from adapters.journal import Journal, NoJournal
 from adapters.ports import PromptMemory
 from adapters.repository import HEAT_DOC
@@ -84,10 +85,18 @@ class Retrieved:
 
 
 class ResponseService:
-    def __init__(self, deps: Deps, sink: EventSink, journal: Journal | None = None) -> None:
+    def __init__(
+        self,
+        deps: Deps,
+        sink: EventSink,
+        journal: Journal | None = None,
+        disk: DiskGuard | NoGuard | None = None,
+    ) -> None:
+        """``disk``: the data folder's guard; a client's write is refused under its floor."""
         self.deps = deps
         self.sink = sink
         self.journal: Journal = journal or NoJournal()
+        self.disk = disk or NoGuard()
         # Held by a DELETE, and shared with the reconciler of this process (streams/stack.py).
         self.forget_lock = asyncio.Lock()
         # Held shared by each write from its journal entry to its send; a roll's catch-up
@@ -98,13 +107,19 @@ class ResponseService:
         self.term_counts = TermCounts(deps.repo, deps.settings.rank_counts_ttl_s)
 
     @tracing.traced("memoryos.add_turns", tracing.of_turns)
-    async def add_turns(
+    async def add_turns(self, turns: Sequence[TurnEvent]) -> list[str]:
+        """A client's turns: refused (503) while the data folder is under its floor."""
+        self.disk.check()
+        return await self.write_turns(turns)
+
+    async def write_turns(
         self, turns: Sequence[TurnEvent], unless: Callable[[], Awaitable[bool]] | None = None
     ) -> list[str]:
         """Acknowledged means durable: on disk in the journal (embedded) and sent with
         acks=all before the caller hears back. ``unless``: asked with the users' locks held,
         before anything is written; true drops the turns (the pairing stage's turns made of
-        messages sent before a DELETE that finished meanwhile). Returns the ids written."""
+        messages sent before a DELETE that finished meanwhile: already acknowledged as
+        messages, so never refused for the disk). Returns the ids written."""
         # Per-user locks: a DELETE of one of these users waits until the turns are both
         # journaled and sent, so it can never drop a journal entry whose send is to come.
         async with self._user_locks.hold({turn.user_id for turn in turns}), self.writes.reader:
@@ -117,6 +132,7 @@ class ResponseService:
 
     async def add_messages(self, messages: Sequence[MessageEvent]) -> list[str]:
         """Messages for the pairing stage; acknowledged once durable, as turns are."""
+        self.disk.check()
         # Locked as turns are: a DELETE between the journal entry and its send would let a
         # message from before it reach the pairing stage behind the marker, and be kept.
         users = {message.user_id for message in messages}
@@ -243,6 +259,8 @@ class ResponseService:
         self, user_id: str, query: str, assistant_id: str | None = None, record: bool = True
     ) -> tuple[str, Retrieved, dict[str, int]]:
         """Answer with memory; the exchange becomes a turn of the user's memory (``record``)."""
+        if record:
+            self.disk.check()  # before the LLM's work, not after it
         memory = await self.retrieve(user_id, query, assistant_id=assistant_id)
         mid_term = [page for page, _, _ in memory.mid_term]
         knowledge = [text for text, _ in memory.user_knowledge]
@@ -266,7 +284,7 @@ class ResponseService:
                 timestamp=datetime.fromtimestamp(self.deps.clock.now(), UTC),
                 assistant_id=assistant_id,
             )
-            await self.add_turns([turn])
+            await self.write_turns([turn])
         return answer.text, memory, usage
 
     async def persona(self, user_id: str, assistant_id: str | None = None) -> Persona:
@@ -278,14 +296,19 @@ class ResponseService:
 
     async def set_profile(self, user_id: str, profile: dict[str, Any]) -> dict[str, Any]:
         """Replace the user's stated profile. Its own document, written only here: the persona
-        stage writes what it extracts elsewhere, so the two never race, and this one wins."""
+        stage writes what it extracts elsewhere, so the two never race, and this one wins.
+        Flushed before the answer: no journal holds a second copy of it."""
+        self.disk.check()
         await self.deps.repo.save_profile(user_id, profile)
+        await self.deps.store.flush()
         return profile
 
     async def set_assistant_profile(
         self, assistant_id: str, profile: dict[str, Any]
     ) -> dict[str, Any]:
+        self.disk.check()
         await self.deps.repo.save_assistant_profile(assistant_id, profile)
+        await self.deps.store.flush()
         return profile
 
     async def assistant_profile(self, assistant_id: str) -> dict[str, Any]:
@@ -301,10 +324,14 @@ class ResponseService:
         """
         async with self.forget_lock, self._user_locks.hold({user_id}):
             at = round(self.deps.clock.now(), 3)  # milliseconds: what every store keeps exactly
+            # Durable before destructive: the journal's copies of the user's turns go first, in
+            # one transaction. If that fails (a full disk), nothing is removed and the 503 says
+            # so; were the store emptied first, a restart would re-send those turns as live.
+            await self.journal.forget_user(user_id)
             deleted = await self.deps.repo.forget_user(user_id, at)
+            await self.deps.store.flush()  # no journal holds the deletion: flushed before 200
             self.term_counts.forget(user_id)
             self.visits.forget(user_id)
-            await self.journal.forget_user(user_id)
             marker = ForgetUser(user_id=user_id, at=at)
             await self.sink.send(TURNS, user_key(user_id), dumps(marker))
             # and down the messages path, behind the user's messages not yet paired

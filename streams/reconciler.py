@@ -99,6 +99,7 @@ class Reconciler:
 
     async def _pass(self, everything: bool) -> Owed:
         owed, seen = Owed(), set[str]()
+        await self.journal.settle_queued(self.repo.store.flush)
 
         def due(key: str) -> bool:
             seen.add(key)
@@ -136,7 +137,7 @@ class Reconciler:
                 newest[entry.user_id] = max(newest.get(entry.user_id, -1), entry.seq)
         done = {e.seq for e in entries if e.page_id in stored or e.seq < newest.get(e.user_id, -1)}
         settled = sorted(done)
-        await self.journal.settle(settled)
+        await self._settle(settled)
         owed.settled = len(settled)
         self._count_settled(
             len(settled), [e for e in entries if e.seq in done and e.page_id not in stored]
@@ -162,6 +163,13 @@ class Reconciler:
                     owed.leaving += 1
         self._seen = seen
         return owed
+
+    async def _settle(self, seqs: list[int]) -> None:
+        """Journal entries go only once the store has flushed the pages read as stored: a
+        damaged store log after a crash loses applied writes, never flushed ones."""
+        if seqs:
+            await self.repo.store.flush()
+        await self.journal.settle(seqs)
 
     def _count_settled(self, settled: int, passed: list[Entry]) -> None:
         """Said aloud: a turn settled without its page is right only if it was dead-lettered
@@ -197,7 +205,7 @@ class Reconciler:
                 if entry.page_id in stored:
                     newest[entry.user_id] = max(newest.get(entry.user_id, -1), entry.seq)
         done = [(e, has) for e, has in read if e.seq <= newest.get(e.user_id, -1)]
-        await self.journal.settle([e.seq for e, _ in done])
+        await self._settle([e.seq for e, _ in done])
         self._count_settled(len(done), [e for e, has in done if not has])
         return len(done)
 

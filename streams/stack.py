@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaProducer
 
 from adapters import heap_freeze, tracing
 from adapters.deps import Deps
+from adapters.disk_space import DiskGuard, NoGuard, disk_guard
 from adapters.embedders.batching import MicroBatchingEmbedder
 from adapters.journal import Entry, Journal, NoJournal, open_journal
 from adapters.native_memory import limit_arenas, release_forever
@@ -118,6 +119,7 @@ class Stack:
         self._kafka_sink: KafkaSink | None = None
         self._reconcile_task: asyncio.Task[None] | None = None
         self.journal: Journal = NoJournal()
+        self.disk: DiskGuard | NoGuard = NoGuard()
         self.reconciler: Reconciler | None = None
         self._forget_lock = asyncio.Lock()
         self._writes = aiorwlock.RWLock()  # shared by writers, taken alone by the catch-up
@@ -143,6 +145,8 @@ class Stack:
         limit_arenas(settings.malloc_arena_max)  # before the stack's threads first allocate
         set_switch_interval(settings.gil_switch_interval_ms)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.disk = disk_guard(settings, self.role)
+        self.disk.check()  # before anything maps a file there
         self._tracing = tracing.setup(settings, self.role)
         if self._tracing:
             log.info("tracing on: spans are exported over OTLP/HTTP")
@@ -153,6 +157,10 @@ class Stack:
         steps.phase("model")
         if self.deps is None:
             self.deps = await build_deps(settings)
+        if isinstance(self.disk, DiskGuard):
+            self.disk.on_reading = self.deps.metrics.disk_free.set
+            self.deps.metrics.disk_floor.set(self.disk.floor_bytes)
+            self.disk.free_bytes()
         self.journal = open_journal(settings, embedded=self.broker is not None)
         # Load the embedding model now, not inside the first request or batch.
         await self.deps.embedder.embed(["memoryos warm-up"])
@@ -161,7 +169,9 @@ class Stack:
         if self.role == "service":
             self._kafka_sink = KafkaSink(bootstrap, settings)
             await self._kafka_sink.start()
-            self.service = ResponseService(self._service_deps(), self._kafka_sink, self.journal)
+            self.service = ResponseService(
+                self._service_deps(), self._kafka_sink, self.journal, self.disk
+            )
         else:
             journaled = not isinstance(self.journal, NoJournal)
             # Closed until the start-up catch-up opens it, as in a roll: a turn the pairing
@@ -170,7 +180,7 @@ class Stack:
             # have sent it again (found by review).
             timeout_s = settings.drain_timeout_s + 60
             self.gate = GatedSink(self._send, journaled, timeout_s, closed=True)
-            self.service = ResponseService(self._service_deps(), self.gate, self.journal)
+            self.service = ResponseService(self._service_deps(), self.gate, self.journal, self.disk)
             self.service.forget_lock = self._forget_lock
             self.service.writes = self._writes
             await self._start_pipeline()
@@ -225,7 +235,7 @@ class Stack:
         # entry and sends it too, could link a turn twice (found by review).
         write_turns = None
         if self.service is not None and self.gate is not None and self.gate.journaled:
-            write_turns = self.service.add_turns
+            write_turns = self.service.write_turns
         self.memory_app = create_app(
             settings, self.deps, self.broker_url, journal=self.journal, write_turns=write_turns
         )
@@ -454,10 +464,21 @@ class Stack:
         return {"status": "ok"}
 
     async def ready(self) -> dict[str, Any]:
+        """Whether a write would be acknowledged now: the pipeline or producer, the journal,
+        and the data folder's free space; each failing part is named."""
         if self.role == "service":
-            return {"ready": self._kafka_sink is not None and self.deps is not None}
-        running = self.memory_app is not None and self.memory_app.app.started
-        return {"ready": bool(running)}
+            running = self._kafka_sink is not None and self.deps is not None
+        else:
+            running = self.memory_app is not None and self.memory_app.app.started
+        problems = [] if running else ["starting"]
+        if problem := await self.journal.problem():
+            problems.append(problem)
+        if not self.disk.room():
+            problems.append("disk full")
+        status: dict[str, Any] = {"ready": not problems}
+        if problems:
+            status["reasons"] = problems
+        return status
 
     async def _export_lag(self) -> None:
         assert self.lag is not None

@@ -86,6 +86,9 @@ class QdrantStore:
         with store_errors(self.name, f"delete in {collection}"):
             await self._client.delete(collection, points_selector=selector, wait=True)
 
+    async def flush(self) -> None:
+        return None  # a server's write is in its WAL when acknowledged; local mode writes through
+
     async def vacuum(self) -> int:
         return 0  # the server's own optimizers vacuum in the background
 

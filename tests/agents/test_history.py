@@ -8,7 +8,6 @@ import httpx
 
 from adapters import history
 from adapters.metrics import Metrics
-from adapters.ports import PERSONAS
 from adapters.settings import Settings
 from schemas.topics import TURNS, user_key
 from service.http import create_http_app
@@ -69,7 +68,7 @@ async def test_a_delete_forgets_the_history_too() -> None:
     await service.forget("ann")
     await pipeline.drain()
     assert await service.history("ann") == {"user_id": "ann", "turns": [], "dead_letters": []}
-    assert not await pipeline.deps.store.scroll(PERSONAS, "ann", {history.FLAG: True})
+    assert not await pipeline.deps.repo.flagged_docs("ann", history.FLAG)
 
 
 async def test_history_over_http_and_in_inspect() -> None:

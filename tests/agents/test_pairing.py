@@ -247,7 +247,7 @@ async def test_a_turn_paired_while_a_delete_deletes_does_not_outlive_it(tmp_path
     journal = SqliteJournal(tmp_path / "journal.sqlite3")
     pipeline = Pipeline(await make_deps(stm_capacity=7), journal=journal)
     service = ResponseService(pipeline.deps, pipeline, journal)
-    pipeline.stages[MESSAGES].write_turns = service.add_turns  # as streams/stack.py wires it
+    pipeline.stages[MESSAGES].write_turns = service.write_turns  # as streams/stack.py wires it
     await service.add_messages([EMAIL[0], EMAIL[1]])
     await pipeline.drain()  # the customer's messages wait in the pairing state
     await service.add_messages([EMAIL[2]])  # the reply: pairing will make a turn of the three

@@ -462,6 +462,9 @@ class NoJournalLike:
     async def settle(self, seqs: Any) -> None:
         return None
 
+    async def settle_queued(self, flush: Any) -> int:
+        return 0
+
 
 # ---------------------------------------------------------------------------------------------
 # F9. add_turns racing a DELETE of the same user: the DELETE purges the journal entry the

@@ -125,7 +125,7 @@ async def test_junk_record_keys_each_leave_a_data_key_document_in_the_store(
         await pipeline.send(TURNS, f"not a user {n}".encode(), b"{}")
     await pipeline.drain()
     assert len(pipeline.dead_letters()) == 5
-    keys = await pipeline.deps.store.scroll(PERSONAS, None, {KEY_DOC: True})
+    keys = await pipeline.deps.store.scroll(PERSONAS, None, {KEY_DOC: 1})
     assert sorted(str(p.payload["user_id"]) for p in keys) == []
 
 

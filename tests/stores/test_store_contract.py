@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.doc_codec import doc_data
 from adapters.ports import (
     AGENT_TRAITS,
     PAGES,
@@ -20,6 +21,7 @@ from adapters.ports import (
     Point,
     VectorStore,
 )
+from adapters.repository import MemoryRepository
 from adapters.settings import Settings
 from adapters.stores import build_store
 from adapters.stores.edge import EdgeStore
@@ -161,6 +163,18 @@ async def test_a_boolean_filter_is_refused_with_the_reason(store: VectorStore) -
         await store.scroll(PERSONAS, None, {"waiting": True})
     with pytest.raises(StoreError, match="boolean"):
         await store.count(PAGES, "alice", {"waiting": False})
+
+
+async def test_a_users_flagged_documents_are_found_on_every_engine(store: VectorStore) -> None:
+    """Data keys (crypto-shredding) and dead-letter rings are found by a flag: once a boolean,
+    which Qdrant Edge never matched, so a stale key outlived its DELETE there."""
+    repo = MemoryRepository(store)
+    await repo.save_doc("ann", "data_key:1", {"gen": 1}, data_key=1)
+    await repo.save_doc("ann", "data_key:0", {"gen": 0}, data_key=True)  # an older version's
+    await repo.save_doc("ann", "persona", {"traits": {}})
+    await repo.save_doc("bob", "data_key:1", {"gen": 1}, data_key=1)
+    found = await repo.flagged_docs("ann", "data_key")
+    assert sorted(doc_data(point.payload)["gen"] for point in found) == [0, 1]
 
 
 async def test_retrieve_scroll_count(store: VectorStore) -> None:
