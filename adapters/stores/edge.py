@@ -121,12 +121,18 @@ class EdgeStore:
         # the folder locked by us; it is start-up, and each shard opens in well under 1 s.
         self._lock_fd = _lock(self._root)
         shards: dict[str, qe.EdgeShard] = {}
+        damaged: list[Path] = []
         try:
             for spec in specs.values():
                 payloads = self._page_payloads if spec.name == PAGES else None
-                shards[spec.name] = _open_shard(
-                    self._root / spec.name, spec, self._search_threads, payloads
-                )
+                try:
+                    shards[spec.name] = _open_shard(
+                        self._root / spec.name, spec, self._search_threads, payloads
+                    )
+                except DamagedLog as exc:
+                    damaged.append(exc.path)  # every one named at once, not one per start
+            if damaged:
+                raise StoreError(damaged_logs(damaged))
         except BaseException:
             _flush_and_close(shards)
             _unlock(self._lock_fd)
@@ -396,6 +402,8 @@ def _open_shard(
                 "nested too deeply for Qdrant Edge to decode (written by a version before "
                 "payloads were bounded). Move the folder aside and re-ingest the turns."
             ) from exc
+        if "failed to open WAL" in str(exc):
+            raise DamagedLog(path / "wal") from None
         raise StoreError(
             f"cannot open the {spec.name!r} collection at {path} (vector size {spec.dim}): "
             f"{exc}. A folder made with another MEMORYOS_EMBEDDER or MEMORYOS_EMBEDDING_DIM "
@@ -407,6 +415,25 @@ def _open_shard(
                 schema = qe.PayloadSchemaType.Keyword
                 shard.update(qe.UpdateOperation.create_field_index(field, schema))
     return shard
+
+
+class DamagedLog(StoreError):
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"the write-ahead log {path} is damaged")
+        self.path = path
+
+
+def damaged_logs(logs: list[Path]) -> str:
+    """What to do about write-ahead logs Edge cannot read: the segments, made durable at each
+    flush, are intact, and what only a log held is still in the journal (its entries settle
+    only after a flush), so setting the logs aside loses nothing acknowledged."""
+    moves = "; ".join(f"mv {log} {log.with_name('wal.damaged')}" for log in logs)
+    return (
+        f"the store's write-ahead log is damaged in {len(logs)} collection(s) "
+        f"({', '.join(log.parent.name for log in logs)}); nothing was started over it. Move "
+        f"each aside ({moves}) and start again: the collections reopen at their last flush and "
+        "the journal re-sends every acknowledged turn and message not flushed before it"
+    )
 
 
 def _lock(root: Path) -> int:

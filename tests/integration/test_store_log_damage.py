@@ -1,0 +1,105 @@
+"""A store log damaged after a SIGKILL: every acknowledged turn comes back, or the start is
+refused with what to do.
+
+Qdrant Edge reads its write-ahead log up to the first entry it cannot decode and takes that for
+the log's end; it refuses to open when a segment's header is unreadable. Journal entries are
+settled only after the store flushed, so what a damaged log loses the journal still holds.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.test_crash_recovery import kill_everything, memory_with, summary
+from tests.support.stacks import UpProcess, eventually, make_turns
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+USER = "wal-user"
+ENV = {"MEMORYOS_RECONCILE_INTERVAL_S": "1", "MEMORYOS_STM_CAPACITY": "3"}
+
+
+def damage(data: Path, offset: int) -> list[Path]:
+    """64 KiB of junk over every collection's open log segment, at ``offset``."""
+    logs = sorted((data / "qdrant").glob("*/wal/open-1"))
+    assert logs, "the store has no log to damage"
+    for log in logs:
+        with log.open("r+b") as handle:
+            handle.seek(offset)
+            handle.write(b"\xab" * 65536)
+    return logs
+
+
+async def post(up: UpProcess, turns: list[dict[str, Any]]) -> None:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{up.url}/v1/turns", json=turns, timeout=60)
+        assert response.status_code == 202, response.text
+
+
+def journaled(data: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(data / "journal.sqlite3") as db:
+        return int(db.execute("SELECT count(*) FROM inbox").fetchone()[0])
+
+
+async def test_a_damaged_store_log_loses_no_acknowledged_turn(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    turns = [
+        t.model_dump(mode="json")
+        for t in make_turns(
+            USER, [(f"My pet number {i} is a cat.", f"Cat {i}.") for i in range(24)]
+        )
+    ]
+    up = UpProcess(data, **ENV)
+    up.start()
+    try:
+        await up.wait_ready()
+        await post(up, turns[:20])
+        await memory_with(up, USER, 20)
+        # settled: the journal no longer holds them, so only the store's copy is left
+        await eventually(lambda: journaled(data) == 0, 60)
+        await post(up, turns[20:])  # acknowledged, in flight when the stack dies
+    finally:
+        kill_everything(up)
+
+    damage(data, 8)  # past the header: Edge stops reading there and opens without a word
+    up = UpProcess(data, **ENV)
+    up.start()
+    try:
+        await up.wait_ready()
+        memory = await memory_with(up, USER, 24)
+        assert sorted(summary(memory)[2]) == sorted(t["turn_id"] for t in turns)
+    finally:
+        kill_everything(up)
+
+    [first, *_] = damage(data, 0)  # the header itself: Edge refuses the log
+    done = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "up", "--quiet", "--data-dir", str(data)],
+        env=up.env | {"MEMORYOS_PORT": str(up.port), "MEMORYOS_BROKER_PORT": str(up.broker_port)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("memoryos:")]
+    assert "write-ahead log is damaged in 5 collection(s)" in line, done.stderr
+    assert line.count("wal.damaged") == 5
+    for log in (data / "qdrant").glob("*/wal"):
+        log.rename(log.with_name("wal.damaged"))  # what the line says to do
+    up = UpProcess(data, **ENV)
+    up.start()
+    try:
+        await up.wait_ready()
+        memory = await memory_with(up, USER, 24)
+        assert sorted(summary(memory)[2]) == sorted(t["turn_id"] for t in turns)
+    finally:
+        kill_everything(up)
+    assert first.parent.with_name("wal.damaged").exists()
