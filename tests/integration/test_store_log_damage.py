@@ -8,6 +8,8 @@ settled only after the store flushed, so what a damaged log loses the journal st
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -43,8 +45,6 @@ async def post(up: UpProcess, turns: list[dict[str, Any]]) -> None:
 
 
 def journaled(data: Path) -> int:
-    import sqlite3
-
     with sqlite3.connect(data / "journal.sqlite3") as db:
         return int(db.execute("SELECT count(*) FROM inbox").fetchone()[0])
 
@@ -80,7 +80,8 @@ async def test_a_damaged_store_log_loses_no_acknowledged_turn(tmp_path: Path) ->
         kill_everything(up)
 
     [first, *_] = damage(data, 0)  # the header itself: Edge refuses the log
-    done = subprocess.run(
+    done = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-m", "streams.cli", "up", "--quiet", "--data-dir", str(data)],
         env=up.env | {"MEMORYOS_PORT": str(up.port), "MEMORYOS_BROKER_PORT": str(up.broker_port)},
         capture_output=True,
