@@ -1,9 +1,12 @@
-"""`memoryos doctor [--json]`: check each configured backend live, exit 0 only if all pass."""
+"""`memoryos doctor [--json]`: check each configured backend live, and the data folder as it
+is (store, journal, free space); exit 0 only if all pass."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import sqlite3
 import sys
 import tempfile
 from pathlib import Path
@@ -12,12 +15,15 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
+from adapters.disk_space import MIB, DiskGuard
 from adapters.embedders import build_embedder
+from adapters.journal import journal_path
 from adapters.llm import build_llm
 from adapters.ports import Point
 from adapters.settings import Settings
 from adapters.stores import build_store
-from schemas.errors import ConfigError
+from adapters.stores.edge import EdgeStore
+from schemas.errors import ConfigError, StoreError
 from schemas.records import ChainLink, Page
 from streams.kafka_security import kafka_client_options
 
@@ -101,22 +107,76 @@ async def check_broker(url: str | None, settings: Settings) -> dict[str, Any]:
         await producer.stop()
 
 
+async def check_edge_folder(settings: Settings, dim: int) -> dict[str, Any]:
+    """The real data folder's store, opened as `memoryos up` opens it (its log replayed): a
+    damaged log fails here as it would at start. A folder with no store yet gets a round trip
+    in a scratch folder instead; one a running stack holds is left to its /readyz."""
+    folder = settings.data_dir / "qdrant"
+    if not folder.exists():
+        with tempfile.TemporaryDirectory() as scratch:
+            probed = await check_store(settings.model_copy(update={"data_dir": Path(scratch)}), dim)
+        probed["detail"] += f" (in a scratch folder: {folder} holds no store yet)"
+        return probed
+    result: dict[str, Any] = {"backend": f"edge at {folder}", "ok": False, "detail": ""}
+    store = EdgeStore(folder)
+    try:
+        await store.ensure_collections(dim)
+        pages = await store.count("pages")
+        result.update(ok=True, detail=f"opened, its log read whole: {pages} pages")
+    except StoreError as exc:
+        if "in use by another memoryos process" in str(exc):
+            result.update(ok=None, detail="in use by a running stack: its /readyz reports it")
+        else:
+            result["detail"] = str(exc)
+    finally:
+        await store.close()
+    return result
+
+
+async def check_journal(settings: Settings) -> dict[str, Any]:
+    path = journal_path(settings)
+    result: dict[str, Any] = {"backend": f"sqlite at {path}", "ok": None, "detail": ""}
+    if settings.journal == "off" or not path.exists():
+        result["detail"] = "off" if settings.journal == "off" else "none yet"
+        return result
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            verdict = db.execute("PRAGMA quick_check").fetchone()[0]
+            waiting = db.execute("SELECT count(*) FROM inbox").fetchone()[0]
+        ok = verdict == "ok"
+        detail = f"{waiting} turns waiting to be stored" if ok else f"damaged: {verdict}"
+        result.update(ok=ok, detail=detail)
+    except sqlite3.Error as exc:
+        result.update(ok=False, detail=f"cannot be read: {exc}")
+    return result
+
+
+def check_disk(settings: Settings) -> dict[str, Any]:
+    guard = DiskGuard(settings.data_dir, settings.min_free_mb * MIB)
+    free = guard.free_bytes()
+    result: dict[str, Any] = {"backend": str(settings.data_dir), "ok": free >= guard.floor_bytes}
+    result["detail"] = (
+        f"{free // MIB} MiB free, {settings.min_free_mb} MiB kept"
+        if result["ok"]
+        else guard.shortfall(free)
+    )
+    return result
+
+
 async def diagnose(settings: Settings, broker: str | None) -> dict[str, Any]:
     embedder = await check_embedder(settings)
+    dim = embedder["dim"] or settings.embedding_dim
     if settings.store == "edge":
-        # A live `memoryos up` holds the data folder; probe a scratch folder instead.
-        with tempfile.TemporaryDirectory() as scratch:
-            store = await check_store(
-                settings.model_copy(update={"data_dir": Path(scratch)}),
-                embedder["dim"] or settings.embedding_dim,
-            )
+        store = await check_edge_folder(settings, dim)
     else:
-        store = await check_store(settings, embedder["dim"] or settings.embedding_dim)
+        store = await check_store(settings, dim)
     llm = await check_llm(settings)
     return {
         "llm": llm,
         "embedder": embedder,
         "store": store,
+        "journal": await check_journal(settings),
+        "disk": check_disk(settings),
         "broker": await check_broker(broker or settings.broker_url, settings),
     }
 
@@ -129,7 +189,7 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     else:
         for name, part in report.items():
             mark = {True: "ok  ", False: "FAIL", None: "skip"}[part["ok"]]
-            backend = part.get("backend") or part.get("url")
+            backend = part.get("backend") or part.get("url") or "embedded"
             print(
                 f"{mark} {name:<9} {backend}: {part.get('detail', '')}"
                 + (f" (dim {part['dim']})" if name == "embedder" else "")

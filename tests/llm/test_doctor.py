@@ -8,7 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from adapters.journal import SqliteJournal, journal_path
 from adapters.settings import load_settings
+from adapters.stores.edge import EdgeStore
 from evaluation.fake_openai import FakeOpenAI
 from evaluation.openai_payloads import Fault
 from streams.broker import EmbeddedBroker, free_port
@@ -56,5 +58,40 @@ def test_cli_json_and_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[
         code = main(["doctor", "--json", "--broker", broker.url])
     report = orjson.loads(capsys.readouterr().out)
     assert code == 0
-    assert set(report) == {"llm", "embedder", "store", "broker"}
+    assert set(report) == {"llm", "embedder", "store", "journal", "disk", "broker"}
     assert report["broker"] == report["broker"] | {"url": broker.url, "ok": True}
+
+
+async def test_doctor_checks_the_real_data_folder_and_fails_on_each_fault(tmp_path: Path) -> None:
+    """A damaged store log, a journal that is not a database, a disk under its floor: each
+    fails doctor, as each would fail (or silently hurt) `memoryos up` on that folder."""
+    settings = load_settings(data_dir=tmp_path)
+    store = EdgeStore(tmp_path / "qdrant")
+    await store.ensure_collections(384)
+    await store.close()
+    SqliteJournal(journal_path(settings)).close()
+    report = await diagnose(settings, broker=None)
+    assert [report[part]["ok"] for part in ("store", "journal", "disk")] == [True, True, True]
+    assert str(tmp_path / "qdrant") in report["store"]["backend"]
+
+    with (tmp_path / "qdrant" / "pages" / "wal" / "open-1").open("r+b") as log:
+        log.write(b"\xab" * 4096)
+    journal_path(settings).write_bytes(b"not a database at all" * 100)
+    report = await diagnose(settings.model_copy(update={"min_free_mb": 1 << 30}), broker=None)
+    assert report["store"]["ok"] is False
+    assert "write-ahead log is damaged" in report["store"]["detail"]
+    assert report["journal"]["ok"] is False
+    assert "not a database" in report["journal"]["detail"]
+    assert report["disk"]["ok"] is False
+    assert "MEMORYOS_MIN_FREE_MB" in report["disk"]["detail"]
+
+
+async def test_doctor_leaves_a_folder_a_running_stack_holds_to_its_readyz(tmp_path: Path) -> None:
+    held = EdgeStore(tmp_path / "qdrant")
+    await held.ensure_collections(384)
+    try:
+        report = await diagnose(load_settings(data_dir=tmp_path), broker=None)
+    finally:
+        await held.close()
+    assert report["store"]["ok"] is None
+    assert "running stack" in report["store"]["detail"]
