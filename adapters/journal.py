@@ -51,6 +51,10 @@ class Journal(Protocol):
         """Flush the store, then settle the messages queued before it; how many."""
         ...
 
+    async def journaled_messages(self, user_id: str, message_ids: Sequence[str]) -> list[bytes]:
+        """The journaled copies of these messages of the user, not yet settled."""
+        ...
+
     async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
         """Journaled turns not yet settled, oldest first; only those with seq > ``after``."""
         ...
@@ -95,6 +99,9 @@ class NoJournal:
 
     async def settle_queued(self, flush: Callable[[], Awaitable[None]]) -> int:
         return 0
+
+    async def journaled_messages(self, user_id: str, message_ids: Sequence[str]) -> list[bytes]:
+        return []
 
     async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
         return []
@@ -178,6 +185,17 @@ class SqliteJournal:
             sql = "DELETE FROM message_inbox WHERE user_id = ? AND message_id = ?"
             await self._run(sql, rows)
         return len(rows)
+
+    async def journaled_messages(self, user_id: str, message_ids: Sequence[str]) -> list[bytes]:
+        wanted = list(dict.fromkeys(message_ids))[:1000]
+
+        def read() -> list[bytes]:
+            marks = ",".join("?" * len(wanted))
+            sql = f"SELECT value FROM message_inbox WHERE user_id = ? AND message_id IN ({marks})"
+            with self._lock:
+                return [bytes(row[0]) for row in self._db.execute(sql, (user_id, *wanted))]
+
+        return await asyncio.to_thread(read) if wanted else []
 
     async def _read(self, select: str, limit: int, after: int = 0) -> list[Entry]:
         def read() -> list[Entry]:

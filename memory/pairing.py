@@ -18,6 +18,7 @@ Pairing joins them into the dialogue turn the paper's pages are made of:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,11 +33,17 @@ RECENT_IDS = 1024  # consumed message ids remembered per user, against replays
 MAX_PENDING = 32  # waiting customer messages per user: bounds the state document
 
 
+def message_digest(message: MessageEvent) -> str:
+    """What a re-sent message id must carry again to be the same message: role and text."""
+    return hashlib.sha256(f"{message.role}\0{message.text}".encode()).hexdigest()[:16]
+
+
 @dataclass
 class PairingState:
     pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # conversation -> msgs
     recent: list[str] = field(default_factory=list)
     forgotten_through: float = float("-inf")  # the latest DELETE whose marker this stage saw
+    digests: dict[str, str] = field(default_factory=dict)  # recent id -> message_digest
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> PairingState:
@@ -47,11 +54,17 @@ class PairingState:
             {conversation: list(messages) for conversation, messages in data["pending"].items()},
             list(data.get("recent", [])),
             float("-inf") if through is None else float(through),
+            dict(data.get("digests", {})),  # none in documents of older versions
         )
 
     def to_dict(self) -> dict[str, Any]:
         through = None if self.forgotten_through == float("-inf") else self.forgotten_through
-        return {"pending": self.pending, "recent": self.recent, "forgotten_through": through}
+        return {
+            "pending": self.pending,
+            "recent": self.recent,
+            "forgotten_through": through,
+            "digests": self.digests,
+        }
 
     @property
     def waiting(self) -> int:
@@ -63,6 +76,9 @@ class PairingState:
         if message.message_id in self.recent:
             return []
         self.recent = [*self.recent, message.message_id][-RECENT_IDS:]
+        kept = set(self.recent)
+        self.digests = {k: v for k, v in self.digests.items() if k in kept}
+        self.digests[message.message_id] = message_digest(message)
         waiting = self.pending.pop(message.conversation_id, [])
         if message.role == "assistant":
             return [_turn([_message(m) for m in waiting], message)]

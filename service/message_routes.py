@@ -14,6 +14,7 @@ from uuid import uuid4
 from fastapi import Body, FastAPI
 from pydantic import ValidationError
 
+from memory.pairing import message_digest
 from schemas.codec import describe
 from schemas.errors import InvalidEvent
 from schemas.message import MessageEvent
@@ -49,25 +50,48 @@ def add_message_routes(app: FastAPI, service: ResponseService) -> None:
     async def add_messages(body: Annotated[Any, Body()]) -> dict[str, Any]:
         """Messages of a bus (customer and assistant, any channel): paired into turns."""
         if isinstance(body, dict):
-            message = message_of(body)
-            await service.add_messages([message])
-            return {"accepted": 1, "results": [{"index": 0, "message_id": message.message_id}]}
+            body = [body]
+            single = True
+        else:
+            single = False
         if not isinstance(body, list):
             raise InvalidEvent("expected a message object or a list of them", field="body")
         if len(body) > MAX_ITEMS:
             raise InvalidEvent(f"at most {MAX_ITEMS} messages per request", field="body")
         results: list[dict[str, Any]] = []
-        accepted = []
+        valid: list[tuple[int, MessageEvent]] = []
         for index, item in enumerate(body):
             try:
-                message = message_of(item)
+                valid.append((index, message_of(item)))
             except InvalidEvent as exc:
+                if single:
+                    raise
                 results.append({"index": index, "error": str(exc)})
+        earlier = await service.earlier_copies([message for _, message in valid])
+        accepted = []
+        for index, message in valid:
+            key = message.message_id
+            if key in earlier:
+                results.append(_duplicate(index, key, earlier[key], message_digest(message)))
                 continue
+            earlier[key] = message_digest(message)  # a second copy in this request
             accepted.append(message)
-            results.append({"index": index, "message_id": message.message_id})
+            results.append({"index": index, "message_id": key})
         await service.add_messages(accepted)
+        results.sort(key=lambda result: int(result["index"]))
         return {"accepted": len(accepted), "results": results}
+
+
+def _duplicate(index: int, message_id: str, first: str, this: str) -> dict[str, Any]:
+    """A message id accepted before: not sent again, and a different text is said aloud
+    (the first copy is the one memory keeps)."""
+    result: dict[str, Any] = {"index": index, "message_id": message_id, "duplicate": True}
+    if first and first != this:
+        result["conflict"] = (
+            "this message id was accepted before with another role or text; "
+            "the first copy is kept and this one is not"
+        )
+    return result
 
 
 def _body() -> dict[str, Any]:

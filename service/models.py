@@ -77,10 +77,18 @@ class MessageItem(Body):
     index: int = Field(description="position of the message in the request")
     message_id: str | None = Field(None, description="set when the message was accepted")
     error: str | None = Field(None, description="set when the message was rejected: why")
+    duplicate: bool | None = Field(
+        None, description="true: this message id was accepted before; not sent again"
+    )
+    conflict: str | None = Field(
+        None, description="set on a duplicate whose role or text differs from the first copy"
+    )
 
 
 class MessagesAccepted(Body):
-    accepted: int = Field(description="how many messages went to memoryos.messages")
+    accepted: int = Field(
+        description="how many messages went to memoryos.messages (duplicates not counted)"
+    )
     results: list[MessageItem] = Field(description="one result per message, in request order")
 
 

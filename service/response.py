@@ -21,15 +21,16 @@ from adapters.deps import Deps
 from adapters.disk_space import DiskGuard, NoGuard
 from adapters.journal import Journal, NoJournal
 from adapters.ports import PromptMemory
-from adapters.repository import HEAT_DOC
+from adapters.repository import HEAT_DOC, PAIRING_DOC
 from adapters.settings import MtmRetrieval, Settings
 from memory.heat import heat
 from memory.mtm import MidTermState
+from memory.pairing import PairingState, message_digest
 from memory.persona import FactKind, persona_view
 from memory.prompt import build_prompt, prompt_texts
 from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segments
 from memory.text import keyword_set, query_keywords
-from schemas.codec import dumps
+from schemas.codec import decode, dumps
 from schemas.errors import InvalidEvent
 from schemas.limits import MAX_EVENT_TIME
 from schemas.message import MessageEvent
@@ -141,6 +142,22 @@ class ResponseService:
             for message in messages:
                 await self.sink.send(MESSAGES, user_key(message.user_id), dumps(message))
         return [message.message_id for message in messages]
+
+    async def earlier_copies(self, messages: Sequence[MessageEvent]) -> dict[str, str]:
+        """Message ids already accepted (journaled, or paired and remembered by the pairing
+        stage), each with the digest of its first copy: a re-send is reported, not sent."""
+        found: dict[str, str] = {}
+        for user_id in {message.user_id for message in messages}:
+            ids = [m.message_id for m in messages if m.user_id == user_id]
+            for value in await self.journal.journaled_messages(user_id, ids):
+                first = decode(MessageEvent, value)
+                found[first.message_id] = message_digest(first)
+            state = PairingState.from_dict(await self.deps.repo.load_doc(user_id, PAIRING_DOC))
+            seen = set(state.recent)
+            for message_id in ids:
+                if message_id in seen and message_id not in found:
+                    found[message_id] = state.digests.get(message_id, "")
+        return found
 
     async def forgetting(self, user_id: str) -> bool:
         """A DELETE whose marker has not passed every stage yet: reads show nothing."""

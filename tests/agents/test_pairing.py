@@ -12,6 +12,7 @@ from adapters.journal import NoJournal, SqliteJournal
 from adapters.repository import PAIRING_DOC
 from adapters.stores.edge import EdgeStore
 from memory.ids import message_turn_id
+from memory.pairing import message_digest
 from schemas.codec import dumps
 from schemas.message import MessageEvent
 from schemas.records import PairingTick
@@ -273,3 +274,21 @@ async def test_a_turn_paired_while_a_delete_deletes_does_not_outlive_it(tmp_path
     assert not [s for s in pipeline.topics[TURNS] if b'"kind":"forget"' not in s.value], (
         "no turn of the pre-DELETE messages was sent"
     )
+
+
+async def test_the_service_knows_a_message_id_journaled_or_paired_and_its_first_text(
+    tmp_path: Path,
+) -> None:
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    pipeline = Pipeline(await make_deps(stm_capacity=7), journal=journal)
+    service = ResponseService(pipeline.deps, pipeline, journal)
+    await service.add_messages([EMAIL[0]])
+    changed = EMAIL[0].model_copy(update={"text": "I moved to Oslo."})
+    journaled = await service.earlier_copies([changed, EMAIL[1]])
+    assert journaled == {"m3": message_digest(EMAIL[0])}  # from the journal, before pairing
+    await service.add_messages([EMAIL[1], EMAIL[2]])
+    await pipeline.drain()
+    await journal.settle_queued(pipeline.deps.store.flush)
+    assert await journal.pending_messages() == []
+    paired = await service.earlier_copies([changed, EMAIL[2], WHATSAPP[0]])
+    assert paired == {"m3": message_digest(EMAIL[0]), "m5": message_digest(EMAIL[2])}

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from adapters.metrics import Metrics
 from adapters.settings import Settings
+from memory.pairing import message_digest
 from schemas.errors import EmbedderError, LLMError, MemoryOSError, StoreError
 from schemas.records import ChainLink, Page, Persona, Trait
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
@@ -93,6 +94,9 @@ class FakeMemory:
     async def add_messages(self, messages: list[Any]) -> list[str]:
         self.messages.extend(messages)
         return [message.message_id for message in messages]
+
+    async def earlier_copies(self, messages: list[Any]) -> dict[str, str]:
+        return {m.message_id: message_digest(m) for m in self.messages}
 
     async def set_profile(self, user_id: str, profile: dict[str, Any]) -> dict[str, Any]:
         self.profiles[user_id] = profile
@@ -559,6 +563,29 @@ async def test_a_bad_profile_is_a_422(client: httpx.AsyncClient, body: Any, prob
 # --- messages ---
 
 MESSAGE = {"user_id": "alice", "conversation_id": "c1", "role": "user", "text": "Hi there"}
+
+
+async def test_a_re_sent_message_id_is_reported_and_a_different_text_is_a_conflict(
+    client: httpx.AsyncClient, fake: FakeMemory
+) -> None:
+    first = MESSAGE | {"message_id": "m7"}
+    assert (await client.post("/v1/messages", json=first, headers=AUTH)).json()["accepted"] == 1
+    again = await client.post(
+        "/v1/messages",
+        json=[first, first | {"text": "something else"}, MESSAGE | {"message_id": "m8"}],
+        headers=AUTH,
+    )
+    body = again.json()
+    assert (again.status_code, body["accepted"]) == (202, 1)
+    assert body["results"][0] == {"index": 0, "message_id": "m7", "duplicate": True}
+    assert body["results"][1]["duplicate"] is True
+    assert "first copy is kept" in body["results"][1]["conflict"]
+    assert body["results"][2] == {"index": 2, "message_id": "m8"}
+    same_request = await client.post(
+        "/v1/messages", json=[MESSAGE | {"message_id": "m9"}] * 2, headers=AUTH
+    )
+    assert [r.get("duplicate") for r in same_request.json()["results"]] == [None, True]
+    assert [m.message_id for m in fake.messages] == ["m7", "m8", "m9"]
 
 
 async def test_one_message_or_a_list_is_accepted(
