@@ -147,6 +147,8 @@ class Stack:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.disk = disk_guard(settings, self.role)
         self.disk.check()  # before anything maps a file there
+        # before the broker and the model: a journal that cannot open fails the start at once
+        self.journal = open_journal(settings, embedded=not settings.broker_url)
         self._tracing = tracing.setup(settings, self.role)
         if self._tracing:
             log.info("tracing on: spans are exported over OTLP/HTTP")
@@ -161,7 +163,6 @@ class Stack:
             self.disk.on_reading = self.deps.metrics.disk_free.set
             self.deps.metrics.disk_floor.set(self.disk.floor_bytes)
             self.disk.free_bytes()
-        self.journal = open_journal(settings, embedded=self.broker is not None)
         # Load the embedding model now, not inside the first request or batch.
         await self.deps.embedder.embed(["memoryos warm-up"])
         bootstrap = self.broker_url.removeprefix("kafka://")

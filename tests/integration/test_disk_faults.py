@@ -91,3 +91,27 @@ def test_up_refuses_to_start_on_a_too_full_disk_with_one_line(tmp_path: Path) ->
         [line] = done.stderr.strip().splitlines()
         assert "MiB free, under the 256 MiB that MEMORYOS_MIN_FREE_MB keeps" in line
         assert free_bytes(disk) > 32 * MIB  # nothing was written there before refusing
+
+
+def test_up_refuses_a_journal_that_is_not_a_database_with_one_line(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "journal.sqlite3").write_bytes(b"\xab" * 65536)
+    env = os.environ | {
+        "MEMORYOS_DATA_DIR": str(data),
+        "MEMORYOS_BROKER_PORT": str(free_port()),
+        "MEMORYOS_PORT": str(free_port()),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "up", "--quiet"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("memoryos:")]
+    assert "journal.sqlite3 cannot be opened (file is not a database)" in line
+    assert "move it aside" in line
