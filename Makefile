@@ -33,8 +33,10 @@ prometheus:
 	  apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
 
+# Four workers on two cores: most whole-stack tests wait on a broker, a model or a timer, so
+# two would leave the cores idle. A file's tests stay on one worker (its module fixtures).
 test: $(MODELS) prometheus
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 4 --dist loadfile
 
 check: $(MODELS) prometheus lint typecheck imports
 	$(BIN)/pytest -q -m "not integration"
