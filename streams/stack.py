@@ -22,6 +22,7 @@ from adapters.journal import Entry, Journal, NoJournal, open_journal
 from adapters.native_memory import limit_arenas, release_forever
 from adapters.settings import Settings
 from adapters.store_vacuum import vacuum_forever
+from adapters.stores import unshared_store
 from adapters.switch_interval import set_switch_interval
 from adapters.wiring import build_deps, close_deps
 from schemas.codec import dumps
@@ -104,6 +105,9 @@ class Stack:
         leaves closing them to the caller."""
         if role != "all" and not settings.broker_url:
             raise ConfigError(f"memoryos {role} needs MEMORYOS_BROKER_URL (or --broker)")
+        # A caller that passes ``deps`` shares one store between roles itself (tests do).
+        if role != "all" and deps is None and (problem := unshared_store(settings)):
+            raise ConfigError(f"memoryos {'serve' if role == 'service' else role}: {problem}")
         self.settings = settings
         self.role = role
         self.serve_http = serve_http

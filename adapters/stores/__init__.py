@@ -20,3 +20,21 @@ def build_store(settings: Settings) -> VectorStore:
     from adapters.stores.qdrant import QdrantStore
 
     return QdrantStore(settings.qdrant_url, api_key=settings.qdrant_key)
+
+
+def unshared_store(settings: Settings) -> str | None:
+    """Why the configured store cannot be shared by separate processes (a worker and service
+    replicas each start their own), or None. Each would write and read a store of its own: the
+    service accepts turns that its ``GET memory`` never shows."""
+    if settings.store == "edge":
+        where = f"its own folder ({settings.data_dir / 'qdrant'})"
+    elif not settings.qdrant_url.startswith(("http://", "https://")):
+        where = f"its own {settings.qdrant_url!r}"
+    else:
+        return None
+    return (
+        f"the store is local to each process (MEMORYOS_STORE={settings.store}, in {where}), "
+        "so workers and service replicas would each see only their own: set "
+        "MEMORYOS_STORE=qdrant and MEMORYOS_QDRANT_URL=http://HOST:6333 (a Qdrant server), "
+        "or run everything in one process with `memoryos up`"
+    )

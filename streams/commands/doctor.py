@@ -21,7 +21,7 @@ from adapters.journal import journal_path
 from adapters.llm import build_llm
 from adapters.ports import Point
 from adapters.settings import Settings
-from adapters.stores import build_store
+from adapters.stores import build_store, unshared_store
 from adapters.stores.edge import EdgeStore
 from schemas.errors import ConfigError, StoreError
 from schemas.records import ChainLink, Page
@@ -163,6 +163,21 @@ def check_disk(settings: Settings) -> dict[str, Any]:
     return result
 
 
+def check_roles(settings: Settings, broker_url: str | None) -> dict[str, Any]:
+    """With a Kafka broker, the store must be one that workers and replicas share."""
+    result: dict[str, Any] = {"backend": settings.store, "ok": None, "detail": "embedded"}
+    if broker_url:
+        problem = unshared_store(settings)
+        result["ok"] = problem is None
+        result["detail"] = (
+            f"{problem} (`memoryos worker` and `memoryos serve` refuse it; only "
+            "`memoryos up --broker` runs on it)"
+            if problem
+            else "a store every worker and replica shares"
+        )
+    return result
+
+
 async def diagnose(settings: Settings, broker: str | None) -> dict[str, Any]:
     embedder = await check_embedder(settings)
     dim = embedder["dim"] or settings.embedding_dim
@@ -171,13 +186,15 @@ async def diagnose(settings: Settings, broker: str | None) -> dict[str, Any]:
     else:
         store = await check_store(settings, dim)
     llm = await check_llm(settings)
+    broker_url = broker or settings.broker_url
     return {
+        "roles": check_roles(settings, broker_url),
         "llm": llm,
         "embedder": embedder,
         "store": store,
         "journal": await check_journal(settings),
         "disk": check_disk(settings),
-        "broker": await check_broker(broker or settings.broker_url, settings),
+        "broker": await check_broker(broker_url, settings),
     }
 
 

@@ -59,3 +59,21 @@ def test_production_roles_need_a_broker(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="MEMORYOS_BROKER_URL"):
         Stack(load_settings(data_dir=tmp_path), "worker")
+
+
+@pytest.mark.parametrize(
+    ("role", "store"),
+    [("worker", {}), ("service", {}), ("service", {"store": "qdrant"})],
+)
+def test_production_roles_refuse_a_store_no_other_process_can_see(
+    tmp_path: Path, role: str, store: dict[str, str]
+) -> None:
+    """Before: `serve --broker kafka://...` on the default edge store took turns (202) that
+    its own GET memory never showed, and MEMORYOS_STORE=qdrant without a URL was :memory:."""
+    from schemas.errors import ConfigError
+
+    settings = load_settings(data_dir=tmp_path, broker_url="kafka://127.0.0.1:9092", **store)
+    with pytest.raises(ConfigError, match="MEMORYOS_STORE=qdrant and MEMORYOS_QDRANT_URL"):
+        Stack(settings, role)  # type: ignore[arg-type]
+    shared = settings.model_copy(update={"store": "qdrant", "qdrant_url": "http://qdrant:6333"})
+    Stack(shared, role)  # type: ignore[arg-type]

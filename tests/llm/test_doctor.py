@@ -52,13 +52,22 @@ async def test_unreachable_broker_fails(tmp_path: Path) -> None:
     assert report["broker"]["ok"] is False
 
 
+async def test_a_broker_with_a_store_each_process_keeps_for_itself_fails(tmp_path: Path) -> None:
+    kafka = f"kafka://127.0.0.1:{free_port()}"
+    report = await diagnose(load_settings(data_dir=tmp_path), kafka)
+    assert report["roles"]["ok"] is False
+    assert "MEMORYOS_STORE=qdrant" in report["roles"]["detail"]
+    assert (await diagnose(load_settings(data_dir=tmp_path), None))["roles"]["ok"] is None
+
+
 @pytest.mark.integration
 def test_cli_json_and_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with EmbeddedBroker(free_port()) as broker:
         code = main(["doctor", "--json", "--broker", broker.url])
     report = orjson.loads(capsys.readouterr().out)
-    assert code == 0
-    assert set(report) == {"llm", "embedder", "store", "journal", "disk", "broker"}
+    assert code == 1  # a Kafka broker with the default, unshared store: roles fails, alone
+    assert set(report) == {"roles", "llm", "embedder", "store", "journal", "disk", "broker"}
+    assert [part for part, result in report.items() if result["ok"] is False] == ["roles"]
     assert report["broker"] == report["broker"] | {"url": broker.url, "ok": True}
 
 
