@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import socket
 from collections.abc import Awaitable, Mapping
 from typing import Any, Literal
 
@@ -45,6 +46,22 @@ CATCH_UP_FREE_ROUNDS = 8  # reads beside the clients' writes before the last, ex
 CATCH_UP_ATTEMPTS = 5  # 0.5 + 1 + 2 + 4 s of backoff before a roll gives up on a send
 ROLL_RETRY_MAX_S = 30.0  # the longest wait between two tries of a failed roll
 ROLL_BOUND_S = 180.0  # a roll's try beyond its drain: a hung start counts as failed
+
+
+def bind_http(host: str, port: int) -> socket.socket:
+    """The API's listening socket, bound before the broker and the model start."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror}): another process has it; "
+            "set MEMORYOS_PORT (or --port) to a free port"
+        ) from None
+    return sock
 
 
 class KafkaSink:
@@ -124,6 +141,7 @@ class Stack:
         self._reconcile_task: asyncio.Task[None] | None = None
         self.journal: Journal = NoJournal()
         self.disk: DiskGuard | NoGuard = NoGuard()
+        self._http_socket: socket.socket | None = None
         self.reconciler: Reconciler | None = None
         self._forget_lock = asyncio.Lock()
         self._writes = aiorwlock.RWLock()  # shared by writers, taken alone by the catch-up
@@ -151,6 +169,8 @@ class Stack:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.disk = disk_guard(settings, self.role)
         self.disk.check()  # before anything maps a file there
+        if self.serve_http:  # taken now: a busy port fails the start before anything runs
+            self._http_socket = bind_http(settings.host, settings.port)
         # before the broker and the model: a journal that cannot open fails the start at once
         self.journal = open_journal(settings, embedded=not settings.broker_url)
         self._tracing = tracing.setup(settings, self.role)
@@ -455,7 +475,8 @@ class Stack:
             lifespan="off",
         )
         self._server = uvicorn.Server(config)
-        self._server_task = asyncio.create_task(self._server.serve())
+        sockets = [self._http_socket] if self._http_socket is not None else None
+        self._server_task = asyncio.create_task(self._server.serve(sockets=sockets))
         while not self._server.started:
             if self._server_task.done():
                 self._server_task.result()  # raises why it could not start
@@ -526,6 +547,8 @@ class Stack:
                 await self._bounded("ports", close_deps(self.deps))
             self.journal.close()
         finally:
+            if self._http_socket is not None:
+                self._http_socket.close()
             if self._frozen:
                 heap_freeze.release()
                 self._frozen = False

@@ -8,12 +8,14 @@ log, and take writes again once space returns.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from streams.broker import free_port
@@ -58,11 +60,12 @@ async def test_a_filling_disk_refuses_writes_and_readiness_then_takes_them_again
                 assert (await http.get("/readyz")).status_code == 200
                 assert (await http.post(url, json=turn_body(3))).status_code == 202
 
-                async def stored() -> list[str]:
+                async def stored() -> bool:
                     memory = (await http.get("/v1/users/disk-user/memory")).json()
-                    return sorted(page["turn_id"] for page in memory["short_term"])
+                    turns = sorted(page["turn_id"] for page in memory["short_term"])
+                    return turns == ["d001", "d003"]
 
-                assert await eventually(stored, timeout_s=90) == ["d001", "d003"]
+                await eventually(stored, timeout_s=90)
 
 
 def _gauge(metrics: str, name: str) -> float:
@@ -115,3 +118,35 @@ def test_up_refuses_a_journal_that_is_not_a_database_with_one_line(tmp_path: Pat
     [line] = [line for line in done.stderr.splitlines() if line.startswith("memoryos:")]
     assert "journal.sqlite3 cannot be opened (file is not a database)" in line
     assert "move it aside" in line
+
+
+def test_up_on_a_busy_http_port_exits_at_once_with_one_line_and_no_child(tmp_path: Path) -> None:
+    """Before: the broker, the model and the worker started, a bind traceback was printed and
+    the process stayed up logging aiokafka errors."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        broker_port = free_port()
+        env = os.environ | {
+            "MEMORYOS_DATA_DIR": str(tmp_path / "data"),
+            "MEMORYOS_BROKER_PORT": str(broker_port),
+            "MEMORYOS_PORT": str(port),
+        }
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "streams.cli", "up", "--quiet"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert time.monotonic() - started < 10
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("memoryos:")]
+    assert f"cannot listen on 127.0.0.1:{port}" in line
+    assert "MEMORYOS_PORT" in line
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(broker_port) in " ".join(
+        p.info["cmdline"] or [])]  # fmt: skip
