@@ -34,6 +34,7 @@ from service.http import create_http_app
 from service.response import ResponseService
 from streams.app import MemoryApp, create_app
 from streams.broker import EmbeddedBroker
+from streams.kafka_reach import reach_kafka
 from streams.kafka_security import kafka_client_options
 from streams.lag import LagProbe
 from streams.progress import NO_PROGRESS, Progress
@@ -173,6 +174,8 @@ class Stack:
             self._http_socket = bind_http(settings.host, settings.port)
         # before the broker and the model: a journal that cannot open fails the start at once
         self.journal = open_journal(settings, embedded=not settings.broker_url)
+        if settings.broker_url:  # before the model: a wrong address fails in seconds
+            await reach_kafka(self.broker_url.removeprefix("kafka://"), settings)
         self._tracing = tracing.setup(settings, self.role)
         if self._tracing:
             log.info("tracing on: spans are exported over OTLP/HTTP")
