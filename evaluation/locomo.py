@@ -301,7 +301,7 @@ async def ask(
     if stack.settings.llm == "openai":
         try:
             # record=False: a question must not become a turn of the memory under test
-            response, _, _ = await service.respond(sample.user_id, question.text, record=False)
+            response = (await service.respond(sample.user_id, question.text, record=False)).text
         except MemoryOSError as exc:
             # One failed answer should not void the run; it scores 0 like a wrong answer.
             log.warning("%s question %d: no answer (%s)", sample.sample_id, question.index, exc)

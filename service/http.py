@@ -109,6 +109,12 @@ class RespondIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: Annotated[Text, Field(min_length=1)]
     assistant_id: Id | None = None
+    remember: bool = Field(
+        True,
+        description="store the exchange as a turn of the user's memory (the paper's "
+        "behaviour); false for drafts and internal questions. An answer that only says the "
+        "assistant does not know is never stored",
+    )
 
 
 class BodyTooLarge(HTTPException):
@@ -360,8 +366,17 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
         responses=INPUT_ERRORS | error_responses(503),
     )
     async def respond(user_id: UserId, body: RespondIn) -> dict[str, Any]:
-        text, memory, usage = await service.respond(user_id, body.query, body.assistant_id)
-        return {"response": text, "memory": memory.to_json(), "usage": usage}
+        """Answer with memory through the LLM; the exchange is remembered unless
+        ``remember`` is false or the answer only says the assistant does not know."""
+        answered = await service.respond(
+            user_id, body.query, body.assistant_id, record=body.remember
+        )
+        return {
+            "response": answered.text,
+            "memory": answered.memory.to_json(),
+            "usage": answered.usage,
+            "remembered": answered.remembered,
+        }
 
     @app.get("/v1/users/{user_id}/memory", response_model=MemoryResponse, responses=READ_ERRORS)
     async def get_memory(user_id: UserId) -> dict[str, Any]:

@@ -144,12 +144,13 @@ def build_server(
 
     @server.tool()
     async def respond(
-        user_id: UserId, query: Query, assistant_id: AssistantArg = None
+        user_id: UserId, query: Query, assistant_id: AssistantArg = None, remember: bool = True
     ) -> dict[str, Any]:
         """Answer the user's query with the service's LLM and the user's memory. Returns
-        {"response", "memory", "usage"}; the new turn is stored in memory. assistant_id:
-        which assistant answers (its profile and traits; default: the default assistant)."""
-        body = _present(query=query, assistant_id=assistant_id)
+        {"response", "memory", "usage", "remembered"}; the exchange is stored in memory unless
+        remember is false or the answer only says it does not know. assistant_id: which
+        assistant answers (its profile and traits; default: the default assistant)."""
+        body = _present(query=query, assistant_id=assistant_id, remember=remember)
         return await api.call("POST", user_id, "/respond", body)
 
     @server.tool()

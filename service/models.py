@@ -120,6 +120,10 @@ class RespondResponse(Body):
     response: str = Field(description="the assistant's answer")
     memory: RetrieveResponse = Field(description="the memory the answer was built from")
     usage: Usage
+    remembered: bool = Field(
+        description="whether the exchange became a turn of memory: false when remember was "
+        "false or the answer only says the assistant does not know"
+    )
 
 
 class SegmentOut(Body):

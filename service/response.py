@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, get_args
+from typing import Any, NamedTuple, get_args
 from uuid import uuid4
 
 import aiorwlock
@@ -23,6 +23,7 @@ from adapters.journal import Journal, NoJournal
 from adapters.ports import PromptMemory
 from adapters.repository import HEAT_DOC, PAIRING_DOC
 from adapters.settings import MtmRetrieval, Settings
+from memory.answers import says_it_does_not_know
 from memory.heat import heat
 from memory.mtm import MidTermState
 from memory.pairing import PairingState, message_digest
@@ -83,6 +84,13 @@ class Retrieved:
             "agent_traits": [{"text": t, "score": s} for t, s in self.agent_traits],
             "context": [page.page_id for page in self.context()],
         }
+
+
+class Responded(NamedTuple):
+    text: str
+    memory: Retrieved
+    usage: dict[str, int]
+    remembered: bool  # the exchange became a turn of memory
 
 
 class ResponseService:
@@ -274,8 +282,9 @@ class ResponseService:
     @tracing.traced("memoryos.respond", tracing.of_user)
     async def respond(
         self, user_id: str, query: str, assistant_id: str | None = None, record: bool = True
-    ) -> tuple[str, Retrieved, dict[str, int]]:
-        """Answer with memory; the exchange becomes a turn of the user's memory (``record``)."""
+    ) -> Responded:
+        """Answer with memory; the exchange becomes a turn of the user's memory (``record``),
+        unless the answer only says that the assistant does not know."""
         if record:
             self.disk.check()  # before the LLM's work, not after it
         memory = await self.retrieve(user_id, query, assistant_id=assistant_id)
@@ -292,7 +301,8 @@ class ResponseService:
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,
         }
-        if record:
+        remembered = record and not says_it_does_not_know(answer.text)
+        if remembered:
             turn = TurnEvent(
                 user_id=user_id,
                 turn_id=f"respond-{uuid4().hex}",
@@ -302,7 +312,7 @@ class ResponseService:
                 assistant_id=assistant_id,
             )
             await self.write_turns([turn])
-        return answer.text, memory, usage
+        return Responded(answer.text, memory, usage, remembered)
 
     async def persona(self, user_id: str, assistant_id: str | None = None) -> Persona:
         """The persona as ``assistant_id`` sees it: the API's profile over the extracted one."""

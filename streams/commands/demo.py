@@ -41,10 +41,8 @@ async def run_demo(stack: Stack, quiet: bool = False) -> None:
         progress.phase("answer", total=len(questions), unit="questions")
         answers = []
         for question in questions:
-            text, _memory, _usage = await stack.service.respond(
-                question["user_id"], question["question"]
-            )
-            answers.append((question, text))
+            answered = await stack.service.respond(question["user_id"], question["question"])
+            answers.append((question, answered.text))
             progress.advance(1)
         progress.phase("pipeline")
         await stack.service.visits.flush(10.0)  # the answers' visits linger: send them now

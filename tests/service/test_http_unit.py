@@ -18,7 +18,7 @@ from schemas.errors import EmbedderError, LLMError, MemoryOSError, StoreError
 from schemas.records import ChainLink, Page, Persona, Trait
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
 from service.http import create_http_app
-from service.response import ResponseService, Retrieved
+from service.response import Responded, ResponseService, Retrieved
 
 KEYS = ("key-one", "key-two")
 AUTH = {"Authorization": f"Bearer {KEYS[0]}"}
@@ -74,11 +74,12 @@ class FakeMemory:
         )
 
     async def respond(
-        self, user_id: str, query: str, assistant_id: str | None = None
-    ) -> tuple[str, Retrieved, dict[str, int]]:
+        self, user_id: str, query: str, assistant_id: str | None = None, record: bool = True
+    ) -> Responded:
         self.responded.append((user_id, query, assistant_id))
         memory = await self.retrieve(user_id, query)
-        return self.answer, memory, {"prompt_tokens": 120, "completion_tokens": 7}
+        usage = {"prompt_tokens": 120, "completion_tokens": 7}
+        return Responded(self.answer, memory, usage, record)
 
     async def get_memory(self, user_id: str) -> dict[str, Any]:
         return {
@@ -481,6 +482,7 @@ async def test_respond_answers_for_the_assistant(
     body = response.json()
     assert body["response"] == "You like tea."
     assert body["usage"] == {"prompt_tokens": 120, "completion_tokens": 7}
+    assert body["remembered"] is True
     assert body["memory"]["short_term"][0]["turn_id"] == "t1"
     # Recording the exchange as a turn is the service's job (tests/unit/test_response_service.py).
     assert fake.responded == [("alice", "What do I like?", "bot")]

@@ -1,0 +1,51 @@
+"""What respond remembers: the exchange by default (the paper), nothing when asked not to,
+and never an answer that only says the assistant does not know (the offline LLM's included)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from adapters.llm.offline_llm import OfflineLLM
+from schemas.turn import TurnEvent
+from service.response import ResponseService
+from tests.support.fakes import Pipeline, make_deps
+
+
+async def pages(pipeline: Pipeline) -> list[tuple[str, str]]:
+    stored = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
+    return [(page.query, page.response) for page in stored]
+
+
+async def test_respond_remembers_by_default_and_not_when_told_or_when_it_knows_nothing() -> None:
+    pipeline = Pipeline(await make_deps(stm_capacity=7))
+    service = ResponseService(pipeline.deps, pipeline)
+    kept = await service.respond("ann", "Where is my parcel?")
+    draft = await service.respond("ann", "Draft a refund note", record=False)
+    await pipeline.drain()
+    assert (kept.remembered, draft.remembered) == (True, False)
+    assert await pages(pipeline) == [("Where is my parcel?", "answer to Where is my parcel?")]
+
+    pipeline.deps.llm = OfflineLLM()  # nothing in memory matches: it says it has nothing
+    blank = await service.respond("ann", "What is the name of my cat?")
+    await pipeline.drain()
+    assert blank.text.startswith("I'm sorry, I don't have anything")
+    assert not blank.remembered
+    assert len(await pages(pipeline)) == 1
+
+
+async def test_a_stored_fact_is_answered_and_that_answer_remembered() -> None:
+    pipeline = Pipeline(await make_deps(stm_capacity=7))
+    pipeline.deps.llm = OfflineLLM()
+    service = ResponseService(pipeline.deps, pipeline)
+    said = TurnEvent(
+        user_id="ann",
+        turn_id="t1",
+        query="My cat is called Pixel.",
+        response="Pixel is a lovely name!",
+        timestamp=datetime(2024, 3, 1, tzinfo=UTC),
+    )
+    await service.add_turns([said])
+    await pipeline.drain()
+    answered = await service.respond("ann", "What is my cat called?")
+    assert "Pixel" in answered.text
+    assert answered.remembered

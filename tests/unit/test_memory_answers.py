@@ -1,0 +1,39 @@
+"""An answer that says the assistant does not know is not remembered (respond's rule)."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.llm.offline_llm import I_DONT_KNOW, NOTHING_REMEMBERED
+from memory.answers import says_it_does_not_know
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        I_DONT_KNOW,
+        NOTHING_REMEMBERED,
+        "I do not know which city you live in.",
+        "Sorry, I don't have that information.",
+        "I\u2019m sorry, but I can't recall your order number.",
+        "I have no information about your trip.",
+        "There is no record of a parcel in our conversations.",
+        "I'm not sure what your dog is called.",
+    ],
+)
+def test_answers_that_say_nothing_are_recognised(answer: str) -> None:
+    assert says_it_does_not_know(answer)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "You live in Toronto.",
+        "Your parcel 42 ships today; I don't know the exact hour yet, but it leaves this morning.",
+        "Miso, your dog.",
+        "I know you moved to Paris last month.",
+        "",
+    ],
+)
+def test_real_answers_are_kept(answer: str) -> None:
+    assert not says_it_does_not_know(answer)
