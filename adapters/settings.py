@@ -28,6 +28,7 @@ from memory.ranking import DenseScale
 from schemas.errors import ConfigError
 
 ENV_PREFIX = "MEMORYOS_"
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})  # hosts that need no API key
 MtmRetrieval = Literal["paper", "fused", "structured"]
 # host:port, the host a name, an IPv4 address or a bracketed IPv6 address
 _BROKER_ADDRESS = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}")

@@ -25,7 +25,7 @@ from pydantic import Field
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adapters.settings import Settings
+from adapters.settings import LOOPBACK, Settings
 from schemas.errors import ConfigError
 from schemas.profile import Profile
 from schemas.turn import ID_PATTERN, Meta, Text
@@ -47,7 +47,6 @@ ProfileArg = Annotated[
 AssistantArg = Annotated[
     str | None, Field(description="which assistant (its own profile and traits)")
 ]
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 class MemoryAPI:

@@ -21,7 +21,7 @@ from adapters.disk_space import DiskGuard, NoGuard, disk_guard
 from adapters.embedders.batching import MicroBatchingEmbedder
 from adapters.journal import Entry, Journal, NoJournal, open_journal
 from adapters.native_memory import limit_arenas, release_forever
-from adapters.settings import Settings
+from adapters.settings import LOOPBACK, Settings
 from adapters.store_vacuum import vacuum_forever
 from adapters.stores import unshared_store
 from adapters.switch_interval import set_switch_interval
@@ -123,6 +123,13 @@ class Stack:
         leaves closing them to the caller."""
         if role != "all" and not settings.broker_url:
             raise ConfigError(f"memoryos {role} needs MEMORYOS_BROKER_URL (or --broker)")
+        open_api = serve_http and role != "worker" and not settings.api_key_list
+        if open_api and settings.host not in LOOPBACK:
+            raise ConfigError(
+                f"MEMORYOS_HOST={settings.host}: serving the API beyond loopback needs "
+                "MEMORYOS_API_KEYS (one or more long random keys, e.g. openssl rand -hex 32), "
+                "or anyone who reaches the port reads and deletes every user's memory"
+            )
         # A caller that passes ``deps`` shares one store between roles itself (tests do).
         if role != "all" and deps is None and (problem := unshared_store(settings)):
             raise ConfigError(f"memoryos {'serve' if role == 'service' else role}: {problem}")

@@ -510,3 +510,37 @@ def test_probed_paths_and_route_labels_exist(dashboard: dict[str, Any]) -> None:
     used = set().union(*(route_values(expr) for expr in exprs))
     assert used, "the dashboard and alerts should single out retrieve and respond"
     assert used <= names, f"no such route: {sorted(used - names)}"
+
+
+def _published_host(entry: str) -> str:
+    """The host address a compose ``ports`` entry publishes on, its default taken."""
+    parts = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", str(entry)).split(":")
+    return parts[0] if len(parts) == 3 else "0.0.0.0"
+
+
+def test_compose_publishes_nothing_on_every_interface_and_needs_a_key_and_a_password(
+    compose: dict[str, Any],
+) -> None:
+    for name, service in compose["services"].items():
+        for entry in service.get("ports", []):
+            assert _published_host(entry) == "127.0.0.1", f"{name} publishes {entry}"
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "MEMORYOS_API_KEYS: ${MEMORYOS_API_KEYS:?" in text  # required, no empty default
+    grafana = compose["services"]["grafana"]["environment"]
+    assert grafana["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")
+
+
+def test_k8s_exposes_nothing_outside_the_cluster_and_ships_no_usable_key(
+    k8s: dict[tuple[str, str], Any],
+) -> None:
+    for (kind, name), resource in k8s.items():
+        if kind == "Service":
+            assert resource["spec"].get("type", "ClusterIP") == "ClusterIP", name
+        if kind == "Deployment":
+            pod = resource["spec"]["template"]["spec"]
+            assert not pod.get("hostNetwork"), name
+            for container in pod["containers"]:
+                assert all("hostPort" not in port for port in container.get("ports", [])), name
+    # an unedited apply starts no API at all: the service refuses 0.0.0.0 without a key
+    assert k8s[("Secret", "memoryos-secrets")]["stringData"]["MEMORYOS_API_KEYS"] == ""
+    assert k8s[("ConfigMap", "memoryos-config")]["data"]["MEMORYOS_HOST"] == "0.0.0.0"

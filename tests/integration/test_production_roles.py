@@ -77,3 +77,16 @@ def test_production_roles_refuse_a_store_no_other_process_can_see(
         Stack(settings, role)  # type: ignore[arg-type]
     shared = settings.model_copy(update={"store": "qdrant", "qdrant_url": "http://qdrant:6333"})
     Stack(shared, role)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("role", ["all", "service"])
+def test_the_api_beyond_loopback_needs_a_key(tmp_path: Path, role: str) -> None:
+    from schemas.errors import ConfigError
+
+    shared = {"store": "qdrant", "qdrant_url": "http://qdrant:6333"}
+    broker = {} if role == "all" else {"broker_url": "kafka://127.0.0.1:9092"} | shared
+    open_to_all = load_settings(data_dir=tmp_path, host="0.0.0.0", **broker)
+    with pytest.raises(ConfigError, match="MEMORYOS_API_KEYS"):
+        Stack(open_to_all, role)  # type: ignore[arg-type]
+    Stack(open_to_all.model_copy(update={"api_keys": "k" * 32}), role)  # type: ignore[arg-type]
+    Stack(open_to_all, "worker" if role == "service" else role, serve_http=False)  # type: ignore[arg-type]
