@@ -19,6 +19,7 @@ from uuid import uuid4
 from fastapi import Body, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -54,6 +55,7 @@ from service.models import (
     UserProfile,
     error_responses,
 )
+from service.openapi_docs import describe_operations
 from service.response import ResponseService
 
 UserId = Annotated[str, Path(pattern=ID_PATTERN, max_length=128, description="the user's id")]
@@ -181,7 +183,9 @@ def create_http_app(
     api: bool = True,
 ) -> FastAPI:
     """The HTTP app; ``api=False`` (a worker) serves only health and metrics."""
-    app = FastAPI(title="MemoryOS Streams", version="0.1.0")
+    # Swagger UI and ReDoc from files in the wheel: the CDN's /docs is blank offline.
+    app = FastAPIOffline(title="MemoryOS Streams", version="0.1.0")
+    describe_operations(app)
     keys = settings.api_key_list
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # inside `guard`: auth first
 

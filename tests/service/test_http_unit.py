@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -631,3 +632,27 @@ async def test_a_bad_message_is_a_422_naming_the_field(
     response = await client.post("/v1/messages", json=body, headers=AUTH)
     assert error_of(response, 422)["field"] == field
     assert fake.messages == []
+
+
+async def test_every_operation_is_described_with_an_example(client: httpx.AsyncClient) -> None:
+    spec = (await client.get("/openapi.json")).json()
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            where = f"{method.upper()} {path}"
+            assert operation.get("description"), f"{where} has no description"
+            if "requestBody" in operation:
+                assert "example" in operation["requestBody"]["content"]["application/json"], where
+            ok = next(code for code in operation["responses"] if code.startswith("2"))
+            content = operation["responses"][ok]["content"]
+            assert any("example" in media for media in content.values()), where
+
+
+async def test_the_docs_page_loads_its_scripts_from_the_service_not_a_cdn(
+    client: httpx.AsyncClient,
+) -> None:
+    page = (await client.get("/docs")).text
+    scripts = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert scripts
+    assert all(url.startswith("/") for url in scripts), scripts
+    for url in scripts:
+        assert (await client.get(url)).status_code == 200, url
