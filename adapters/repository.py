@@ -127,6 +127,17 @@ class MemoryRepository:
         points.sort(key=lambda p: int(p.payload.get("seq", 0)))
         return [(str(p.payload["segment_id"]), _page_from(p.payload, None)) for p in points]
 
+    async def unplace_orphans(self, user_id: str, segment_ids: set[str]) -> list[Page]:
+        """Mid-term pages whose segment is not among ``segment_ids`` go back to ``leaving``,
+        for the MTM stage to place again: after a store log lost the segment (each collection
+        has its own log, so one can be behind another), such a page is in no segment."""
+        points = await self.store.scroll(PAGES, user_id, {"tier": MTM}, with_vectors=True)
+        orphans = [p for p in points if str(p.payload.get("segment_id")) not in segment_ids]
+        pages = [_page_from(p.payload, p.vector) for p in orphans]
+        if pages:
+            await self.save_pages(pages, LEAVING)
+        return pages
+
     async def search_pages(
         self,
         user_id: str,

@@ -179,9 +179,31 @@ class MidTermAgent(RecordStage):
             changed = state.persona_applied(event.segment_id, event.page_ids)
         else:
             state.resume()
+            await self.repair(event.user_id, state)
             changed = True
         if changed:
             await self.settle(event.user_id, state)
+
+    async def repair(self, user_id: str, state: MidTermState) -> None:
+        """After a restart, make the state, the segments and the pages agree again. Each
+        collection of the store has its own log: one damaged after a crash falls back to its
+        last flush while the others do not, and a segment may then be gone while its pages
+        and the state still name it. The state forgets such segments, and their pages go back
+        to ``leaving`` (a crash now leaves them to the reconciler) and are placed again."""
+        stored = {kept.segment.segment_id for kept in await self.deps.repo.all_segments(user_id)}
+        lost = [segment_id for segment_id in list(state.segments) if segment_id not in stored]
+        for segment_id in lost:
+            state.remove(segment_id)
+        orphans = await self.deps.repo.unplace_orphans(user_id, stored)
+        if lost or orphans:
+            log.warning(
+                "%s: %d segments the store no longer holds, %d pages to place again",
+                user_id,
+                len(lost),
+                len(orphans),
+            )
+        for page in orphans:
+            await self.place(state, page)
 
     async def place(self, state: MidTermState, page: Page) -> None:
         """Put an evicted page into its best segment (F > theta) or a new one.

@@ -104,3 +104,35 @@ async def test_a_damaged_store_log_loses_no_acknowledged_turn(tmp_path: Path) ->
     finally:
         kill_everything(up)
     assert first.parent.with_name("wal.damaged").exists()
+
+
+async def test_one_collections_damaged_log_loses_no_mid_term_page(tmp_path: Path) -> None:
+    """Each collection has its own log: the segments' log damaged alone once left the pages
+    naming segments the store no longer had, and the user's mid-term memory read empty."""
+    data = tmp_path / "data"
+    env = ENV | {"MEMORYOS_RECONCILE_INTERVAL_S": "600"}  # the journal still holds every turn
+    talk = [(f"My locker number {i} is on floor {i}.", f"Locker {i} noted.") for i in range(12)]
+    turns = [t.model_dump(mode="json") for t in make_turns(USER, talk)]
+    up = UpProcess(data, **env)
+    up.start()
+    try:
+        await up.wait_ready()
+        await post(up, turns)
+        memory = await memory_with(up, USER, 12)
+        assert len(summary(memory)[1]) == 9  # three in STM, nine in segments
+    finally:
+        kill_everything(up)
+    log = data / "qdrant" / "segments" / "wal" / "open-1"
+    with log.open("r+b") as handle:
+        handle.seek(8)
+        handle.write(b"\xab" * 65536)
+    up = UpProcess(data, **env)
+    up.start()
+    try:
+        await up.wait_ready()
+        memory = await memory_with(up, USER, 12)
+        short, mid, every = summary(memory)
+        assert sorted(every) == sorted(t["turn_id"] for t in turns)
+        assert (len(short), len(mid)) == (3, 9)
+    finally:
+        kill_everything(up)
