@@ -67,26 +67,23 @@ def add_message_routes(app: FastAPI, service: ResponseService) -> None:
                 if single:
                     raise
                 results.append({"index": index, "error": str(exc)})
-        earlier = await service.earlier_copies([message for _, message in valid])
-        accepted = []
-        for index, message in valid:
-            key = message.message_id
-            if key in earlier:
-                results.append(_duplicate(index, key, earlier[key], message_digest(message)))
-                continue
-            earlier[key] = message_digest(message)  # a second copy in this request
-            accepted.append(message)
-            results.append({"index": index, "message_id": key})
-        await service.add_messages(accepted)
+        outcomes = await service.add_messages([message for _, message in valid])
+        accepted = 0
+        for (index, message), earlier in zip(valid, outcomes, strict=True):
+            if earlier is None:
+                accepted += 1
+                results.append({"index": index, "message_id": message.message_id})
+            else:
+                results.append(_duplicate(index, message, earlier))
         results.sort(key=lambda result: int(result["index"]))
-        return {"accepted": len(accepted), "results": results}
+        return {"accepted": accepted, "results": results}
 
 
-def _duplicate(index: int, message_id: str, first: str, this: str) -> dict[str, Any]:
-    """A message id accepted before: not sent again, and a different text is said aloud
-    (the first copy is the one memory keeps)."""
-    result: dict[str, Any] = {"index": index, "message_id": message_id, "duplicate": True}
-    if first and first != this:
+def _duplicate(index: int, message: MessageEvent, first: str) -> dict[str, Any]:
+    """A message id the user's messages had before: not sent again, and a different role or
+    text is said aloud (the first copy is the one memory keeps)."""
+    result: dict[str, Any] = {"index": index, "message_id": message.message_id, "duplicate": True}
+    if first and first != message_digest(message):
         result["conflict"] = (
             "this message id was accepted before with another role or text; "
             "the first copy is kept and this one is not"

@@ -139,32 +139,44 @@ class ResponseService:
                 await self.sink.send(TURNS, user_key(turn.user_id), dumps(turn))
         return [turn.turn_id for turn in turns]
 
-    async def add_messages(self, messages: Sequence[MessageEvent]) -> list[str]:
-        """Messages for the pairing stage; acknowledged once durable, as turns are."""
+    async def add_messages(self, messages: Sequence[MessageEvent]) -> list[str | None]:
+        """Messages for the pairing stage; acknowledged once durable, as turns are. One
+        outcome per message: None when accepted, else the digest of the copy of that user's
+        message id accepted before (``""`` if unknown): a duplicate, not sent again."""
         self.disk.check()
         # Locked as turns are: a DELETE between the journal entry and its send would let a
-        # message from before it reach the pairing stage behind the marker, and be kept.
+        # message from before it reach the pairing stage behind the marker, and be kept. The
+        # lock also makes a re-send racing its first copy see it in the journal.
         users = {message.user_id for message in messages}
         async with self._user_locks.hold(users), self.writes.reader:
-            await self.journal.append_messages(messages)
+            earlier = await self._earlier_copies(messages)
+            outcomes: list[str | None] = []
+            fresh = []
             for message in messages:
+                key = (message.user_id, message.message_id)
+                outcomes.append(earlier.get(key))
+                if key not in earlier:
+                    earlier[key] = message_digest(message)  # a second copy in this call
+                    fresh.append(message)
+            await self.journal.append_messages(fresh)
+            for message in fresh:
                 await self.sink.send(MESSAGES, user_key(message.user_id), dumps(message))
-        return [message.message_id for message in messages]
+        return outcomes
 
-    async def earlier_copies(self, messages: Sequence[MessageEvent]) -> dict[str, str]:
-        """Message ids already accepted (journaled, or paired and remembered by the pairing
-        stage), each with the digest of its first copy: a re-send is reported, not sent."""
-        found: dict[str, str] = {}
+    async def _earlier_copies(self, messages: Sequence[MessageEvent]) -> dict[tuple[str, str], str]:
+        """(user, message id) already accepted (journaled, or paired and remembered by the
+        pairing stage), each with the digest of its first copy. Ids are unique per user only."""
+        found: dict[tuple[str, str], str] = {}
         for user_id in {message.user_id for message in messages}:
             ids = [m.message_id for m in messages if m.user_id == user_id]
             for value in await self.journal.journaled_messages(user_id, ids):
                 first = decode(MessageEvent, value)
-                found[first.message_id] = message_digest(first)
+                found[(user_id, first.message_id)] = message_digest(first)
             state = PairingState.from_dict(await self.deps.repo.load_doc(user_id, PAIRING_DOC))
             seen = set(state.recent)
             for message_id in ids:
-                if message_id in seen and message_id not in found:
-                    found[message_id] = state.digests.get(message_id, "")
+                if message_id in seen:
+                    found.setdefault((user_id, message_id), state.digests.get(message_id, ""))
         return found
 
     async def forgetting(self, user_id: str) -> bool:

@@ -276,19 +276,33 @@ async def test_a_turn_paired_while_a_delete_deletes_does_not_outlive_it(tmp_path
     )
 
 
-async def test_the_service_knows_a_message_id_journaled_or_paired_and_its_first_text(
+async def test_a_message_id_already_journaled_or_paired_is_not_sent_again(
     tmp_path: Path,
 ) -> None:
+    """Ids are unique per user: another user's message with the same id is a message."""
     journal = SqliteJournal(tmp_path / "journal.sqlite3")
     pipeline = Pipeline(await make_deps(stm_capacity=7), journal=journal)
     service = ResponseService(pipeline.deps, pipeline, journal)
-    await service.add_messages([EMAIL[0]])
+    assert await service.add_messages([EMAIL[0]]) == [None]
     changed = EMAIL[0].model_copy(update={"text": "I moved to Oslo."})
-    journaled = await service.earlier_copies([changed, EMAIL[1]])
-    assert journaled == {"m3": message_digest(EMAIL[0])}  # from the journal, before pairing
-    await service.add_messages([EMAIL[1], EMAIL[2]])
+    bobs = EMAIL[1].model_copy(update={"user_id": "bob"})
+    journaled = await service.add_messages([changed, EMAIL[1], bobs, EMAIL[1]])
+    first = message_digest(EMAIL[0])
+    assert journaled == [first, None, None, message_digest(EMAIL[1])]  # journal, then this call
+    await service.add_messages([EMAIL[2]])
     await pipeline.drain()
     await journal.settle_queued(pipeline.deps.store.flush)
     assert await journal.pending_messages() == []
-    paired = await service.earlier_copies([changed, EMAIL[2], WHATSAPP[0]])
-    assert paired == {"m3": message_digest(EMAIL[0]), "m5": message_digest(EMAIL[2])}
+    paired = await service.add_messages([changed, EMAIL[2]])
+    assert paired == [first, message_digest(EMAIL[2])]  # from the pairing document now
+    sent = [m for m in pipeline.topics[MESSAGES]]
+    assert len(sent) == 4  # m3, m4, bob's m4, m5: no copy went out twice
+
+
+async def test_concurrent_copies_of_one_message_are_sent_once(tmp_path: Path) -> None:
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    pipeline = Pipeline(await make_deps(stm_capacity=7), journal=journal)
+    service = ResponseService(pipeline.deps, pipeline, journal)
+    outcomes = await asyncio.gather(*(service.add_messages([EMAIL[0]]) for _ in range(20)))
+    assert sorted(outcome is None for [outcome] in outcomes) == [False] * 19 + [True]
+    assert len(pipeline.topics[MESSAGES]) == 1

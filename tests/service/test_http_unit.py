@@ -93,12 +93,15 @@ class FakeMemory:
     async def forget(self, user_id: str) -> dict[str, int]:
         return dict(FORGOTTEN)
 
-    async def add_messages(self, messages: list[Any]) -> list[str]:
-        self.messages.extend(messages)
-        return [message.message_id for message in messages]
-
-    async def earlier_copies(self, messages: list[Any]) -> dict[str, str]:
-        return {m.message_id: message_digest(m) for m in self.messages}
+    async def add_messages(self, messages: list[Any]) -> list[str | None]:
+        """As the service: a (user, message id) seen before is a duplicate, not kept."""
+        outcomes: list[str | None] = []
+        for message in messages:
+            earlier = {(m.user_id, m.message_id): message_digest(m) for m in self.messages}
+            outcomes.append(earlier.get((message.user_id, message.message_id)))
+            if outcomes[-1] is None:
+                self.messages.append(message)
+        return outcomes
 
     async def set_profile(self, user_id: str, profile: dict[str, Any]) -> dict[str, Any]:
         self.profiles[user_id] = profile
@@ -588,7 +591,11 @@ async def test_a_re_sent_message_id_is_reported_and_a_different_text_is_a_confli
         "/v1/messages", json=[MESSAGE | {"message_id": "m9"}] * 2, headers=AUTH
     )
     assert [r.get("duplicate") for r in same_request.json()["results"]] == [None, True]
-    assert [m.message_id for m in fake.messages] == ["m7", "m8", "m9"]
+    other_user = await client.post(
+        "/v1/messages", json=first | {"user_id": "bob", "text": "other"}, headers=AUTH
+    )
+    assert other_user.json()["results"] == [{"index": 0, "message_id": "m7"}]  # ids are per user
+    assert [m.message_id for m in fake.messages] == ["m7", "m8", "m9", "m7"]
 
 
 async def test_one_message_or_a_list_is_accepted(
