@@ -419,14 +419,19 @@ class MemoryRepository:
         the stages. Until the last stage has seen that marker, reads show nothing.
         """
         counts = await self.count_user(user_id)
-        # The tombstone first: a crash part-way leaves an open DELETE that the reconciler's
-        # marker completes, not a half-deleted user that nothing knows about. It is in the
-        # user's documents, so it is written again once they are gone.
-        await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at})
+        # The tombstone first: a failure part-way leaves an open DELETE that its marker
+        # completes, not a half-deleted user that nothing knows about. It is in the user's
+        # documents, so it is written again once they are gone.
+        await self.open_forget(user_id, at)
         for collection in (PAGES, SEGMENTS, USER_KNOWLEDGE, AGENT_TRAITS, PERSONAS):
             await self.store.delete_user(collection, user_id)
         await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at})
         return counts
+
+    async def open_forget(self, user_id: str, at: float) -> None:
+        """The DELETE's tombstone: from now on reads show nothing of the user, and its
+        forget marker is authorised."""
+        await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at})
 
     async def tombstone(self, user_id: str) -> tuple[float, bool] | None:
         """(deleted_at, still open) of the user's last DELETE, if any.

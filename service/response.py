@@ -367,14 +367,19 @@ class ResponseService:
             # one transaction. If that fails (a full disk), nothing is removed and the 503 says
             # so; were the store emptied first, a restart would re-send those turns as live.
             await self.journal.forget_user(user_id)
-            deleted = await self.deps.repo.forget_user(user_id, at)
-            await self.deps.store.flush()  # no journal holds the deletion: flushed before 200
-            self.term_counts.forget(user_id)
-            self.visits.forget(user_id)
-            marker = ForgetUser(user_id=user_id, at=at)
-            await self.sink.send(TURNS, user_key(user_id), dumps(marker))
-            # and down the messages path, behind the user's messages not yet paired
-            await self.sink.send(MESSAGES, user_key(user_id), dumps(marker))
+            await self.deps.repo.open_forget(user_id, at)  # failing here removes nothing
+            try:
+                deleted = await self.deps.repo.forget_user(user_id, at)
+                await self.deps.store.flush()  # no journal holds the deletion: flushed first
+                self.term_counts.forget(user_id)
+                self.visits.forget(user_id)
+            finally:
+                # With the tombstone written, the marker completes the DELETE in every stage
+                # even if a step above failed: a real Kafka has no reconciler to send it later.
+                marker = dumps(ForgetUser(user_id=user_id, at=at))
+                await self.sink.send(TURNS, user_key(user_id), marker)
+                # and down the messages path, behind the user's messages not yet paired
+                await self.sink.send(MESSAGES, user_key(user_id), marker)
         return deleted
 
     async def history(self, user_id: str, limit: int = 20) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from adapters.journal import SqliteJournal
-from schemas.errors import JournalError
+from schemas.errors import JournalError, StoreError
 from schemas.turn import TurnEvent
 from service.response import ResponseService
 from streams.reconciler import Reconciler
@@ -68,3 +68,31 @@ async def test_a_delete_whose_journal_write_fails_removes_nothing_and_a_restart_
         assert await stored(pipeline) == []
         assert await journal.pending() == []
         journal.close()
+
+
+async def test_a_delete_the_store_fails_part_way_is_completed_by_its_marker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No reconciler re-sends markers on a real Kafka: once the tombstone is written, the
+    marker goes out even if deleting failed, and the stages finish the DELETE."""
+    pipeline = Pipeline(await make_deps(stm_capacity=3))
+    service = ResponseService(pipeline.deps, pipeline)  # no journal, as with Kafka
+    await service.add_turns([turn(i) for i in range(6)])
+    await pipeline.drain()
+    store = pipeline.deps.store
+    delete_user = store.delete_user
+
+    async def fails_on_segments(collection: str, user_id: str) -> int:
+        if collection == "segments":
+            raise StoreError("store unavailable")
+        return await delete_user(collection, user_id)
+
+    monkeypatch.setattr(store, "delete_user", fails_on_segments)
+    with pytest.raises(StoreError):
+        await service.forget("ann")
+    monkeypatch.setattr(store, "delete_user", delete_user)  # the store is back
+    assert await service.forgetting("ann")  # reads show nothing meanwhile
+    await pipeline.drain()
+    assert await stored(pipeline) == []
+    assert await pipeline.deps.store.count("segments", "ann") == 0
+    assert not await service.forgetting("ann")  # the last stage closed the DELETE
