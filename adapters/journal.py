@@ -144,7 +144,7 @@ class SqliteJournal:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._queued: list[tuple[str, str]] = []  # messages stored, settled after a flush
+        self._queued: list[int] = []  # seqs of messages stored, settled after a flush
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -175,16 +175,26 @@ class SqliteJournal:
 
     async def settle_messages(self, user_id: str, message_ids: Sequence[str]) -> None:
         # A store applies a write to its log before it makes it durable: a damaged log after
-        # a crash loses what was applied only, so the entry stays until a flush.
-        self._queued.extend((user_id, message_id) for message_id in message_ids)
+        # a crash loses what was applied only, so the entry stays until a flush. Queued by
+        # seq, as they are now: the same id accepted again later (after a DELETE) is a new
+        # entry that this settle must not take with it.
+        wanted = list(message_ids)
+
+        def seqs() -> list[int]:
+            marks = ",".join("?" * len(wanted))
+            sql = f"SELECT seq FROM message_inbox WHERE user_id = ? AND message_id IN ({marks})"
+            with self._lock:
+                return [int(row[0]) for row in self._db.execute(sql, (user_id, *wanted))]
+
+        if wanted:
+            self._queued.extend(await asyncio.to_thread(seqs))
 
     async def settle_queued(self, flush: Callable[[], Awaitable[None]]) -> int:
-        rows, self._queued = self._queued, []
-        if rows:
+        queued, self._queued = self._queued, []
+        if queued:
             await flush()  # on failure the entries stay, and are sent (harmlessly) again
-            sql = "DELETE FROM message_inbox WHERE user_id = ? AND message_id = ?"
-            await self._run(sql, rows)
-        return len(rows)
+            await self._run("DELETE FROM message_inbox WHERE seq = ?", [(seq,) for seq in queued])
+        return len(queued)
 
     async def journaled_messages(self, user_id: str, message_ids: Sequence[str]) -> list[bytes]:
         wanted = list(dict.fromkeys(message_ids))[:1000]

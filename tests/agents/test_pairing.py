@@ -306,3 +306,21 @@ async def test_concurrent_copies_of_one_message_are_sent_once(tmp_path: Path) ->
     outcomes = await asyncio.gather(*(service.add_messages([EMAIL[0]]) for _ in range(20)))
     assert sorted(outcome is None for [outcome] in outcomes) == [False] * 19 + [True]
     assert len(pipeline.topics[MESSAGES]) == 1
+
+
+async def test_a_queued_settle_never_takes_a_later_entry_of_the_same_message_id(
+    tmp_path: Path,
+) -> None:
+    """Paired, then a DELETE, then the same id accepted again before the next flush: the
+    settle queued for the first copy must leave the second journaled."""
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    await journal.append_messages([EMAIL[0]])
+    await journal.settle_messages("ann", ["m3"])  # stored by the pairing stage; queued
+    await journal.forget_user("ann")
+    await journal.append_messages([EMAIL[0]])  # accepted again after the DELETE
+
+    async def flushed() -> None:
+        return None
+
+    assert await journal.settle_queued(flushed) == 1
+    assert [entry.page_id for entry in await journal.pending_messages()] == ["m3"]
