@@ -179,9 +179,12 @@ def check_roles(settings: Settings, broker_url: str | None) -> dict[str, Any]:
 
 
 async def diagnose(settings: Settings, broker: str | None) -> dict[str, Any]:
+    disk = check_disk(settings)  # first: opening a store maps new log segments
     embedder = await check_embedder(settings)
     dim = embedder["dim"] or settings.embedding_dim
-    if settings.store == "edge":
+    if settings.store == "edge" and not disk["ok"]:
+        store = {"backend": "edge", "ok": None, "detail": "not opened: the disk is under its floor"}
+    elif settings.store == "edge":
         store = await check_edge_folder(settings, dim)
     else:
         store = await check_store(settings, dim)
@@ -193,7 +196,7 @@ async def diagnose(settings: Settings, broker: str | None) -> dict[str, Any]:
         "embedder": embedder,
         "store": store,
         "journal": await check_journal(settings),
-        "disk": check_disk(settings),
+        "disk": disk,
         "broker": await check_broker(broker_url, settings),
     }
 
