@@ -163,6 +163,8 @@ class PromptMemory:
     query: str
     texts: list[str]
     style: str = "chat"  # the prompt's answer style (memory.prompt): "chat" or "locomo"
+    profile: Mapping[str, Any] = field(default_factory=dict)  # the user's, as prompted
+    facts: Sequence[str] = ()  # the user knowledge prompted, best first
 
 
 @dataclass(frozen=True)

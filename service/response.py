@@ -308,7 +308,8 @@ class ResponseService:
             query, memory.short_term, mid_term, memory.persona, knowledge, traits, style=style
         )
         texts = prompt_texts(memory.short_term, mid_term, knowledge, traits)
-        answer = await self.deps.llm.respond(system, user, PromptMemory(query, texts, style))
+        prompted = PromptMemory(query, texts, style, memory.persona.profile, knowledge)
+        answer = await self.deps.llm.respond(system, user, prompted)
         usage = {
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,

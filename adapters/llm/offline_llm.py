@@ -21,6 +21,7 @@ from adapters.llm.extractive import (
     summarize,
     tokens,
 )
+from adapters.llm.offline_answers import I_DONT_KNOW, chat_answer
 from adapters.llm.offline_traits import detect_traits, merge_traits
 from adapters.ports import Answer, Embedder, PersonaFacts, PromptMemory, Topic
 from memory.chain import ContinuityVerdict
@@ -38,29 +39,6 @@ COMBINED_THRESHOLD = 0.2
 # A second theme is split off only where the two halves share (almost) no content words.
 TOPIC_SPLIT_MAX_JACCARD = 0.05
 FACT_MAX_CHARS = 200
-I_DONT_KNOW = "I don't know."
-NOTHING_REMEMBERED = "I'm sorry, I don't have anything about that from our conversations yet."
-# Second person for a reply that quotes what the user said ("my dog" -> "your dog").
-_YOU = {
-    "i": "you",
-    "me": "you",
-    "my": "your",
-    "mine": "yours",
-    "myself": "yourself",
-    "i'm": "you're",
-    "i've": "you've",
-    "i'd": "you'd",
-    "i'll": "you'll",
-    "am": "are",
-    "was": "were",
-    "we": "you",
-    "us": "you",
-    "our": "your",
-    "ours": "yours",
-}
-_PRONOUN = re.compile(
-    r"\b(?:" + "|".join(sorted(map(re.escape, _YOU), key=len, reverse=True)) + r")\b", re.IGNORECASE
-)
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 _FIRST_PERSON_USER = re.compile(
@@ -176,22 +154,10 @@ class OfflineLLM:
                         best, best_overlap = Line(line.speaker, sentence), overlap
         if memory.style == "locomo":
             return Answer(text=best.text if best else I_DONT_KNOW)
-        return Answer(text=_chat_reply(best))
+        return Answer(text=chat_answer(memory.query, memory.texts, memory.profile, memory.facts))
 
     async def close(self) -> None:
         return None
-
-
-def _chat_reply(found: Line | None) -> str:
-    """A full sentence to the customer: what they told us in the second person, or what the
-    assistant said, or that nothing is remembered."""
-    if found is None:
-        return NOTHING_REMEMBERED
-    sentence = found.text.rstrip(" .!")
-    if found.speaker == "assistant":
-        return f"As I mentioned before: {sentence}."
-    told = _PRONOUN.sub(lambda word: _YOU[word.group(0).lower()], sentence)
-    return f"You told me that {told[:1].lower() + told[1:]}."
 
 
 def _nonempty(summary: str, page: Page) -> str:

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from adapters.llm import build_llm
-from adapters.llm.offline_llm import I_DONT_KNOW, NOTHING_REMEMBERED, OfflineLLM
+from adapters.llm.offline_answers import I_DONT_KNOW, NOTHING_REMEMBERED
+from adapters.llm.offline_llm import OfflineLLM
 from adapters.llm.offline_traits import TRAIT_CUES
 from adapters.llm.traits import TRAIT_DIMENSIONS, TRAIT_GROUPS, canonical_dimension
 from adapters.ports import PromptMemory

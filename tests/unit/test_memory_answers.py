@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.llm.offline_llm import I_DONT_KNOW, NOTHING_REMEMBERED
+from adapters.llm.offline_answers import I_DONT_KNOW, NOTHING_REMEMBERED
 from memory.answers import says_it_does_not_know
 
 
