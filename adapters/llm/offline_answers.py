@@ -41,7 +41,8 @@ _PRONOUN = re.compile(
 )
 _OPENER = re.compile(
     r"^(?:(?:hi|hello|hey|thanks|thank you|ok|okay|so|well|yes|no|sure|great|right|"
-    r"good point|also|oh)\b[\s,!.:-]*)+",
+    r"good point|also|oh|anyway|actually|by the way|as i said|as i mentioned|like i said)"
+    r"\b[\s,!.:-]*)+",
     re.IGNORECASE,
 )
 _LABEL = re.compile(r"^[\w' ]{1,30}:\s+")  # "Different question: ..."

@@ -52,4 +52,11 @@ async def run_demo(stack: Stack, quiet: bool = False) -> None:
     print("\nanswers:")
     for question, text in answers:
         print(f"  {question['user_id']}: {question['question']}\n    -> {text}", flush=True)
+    if stack.settings.llm == "offline":
+        print(
+            "\nThese answers are the offline backend's (no model). With a real LLM: "
+            "MEMORYOS_LLM=openai OPENAI_API_KEY=sk-... make run\n"
+            "or any OpenAI-compatible server: MEMORYOS_LLM=openai "
+            "OPENAI_BASE_URL=http://localhost:11434/v1 MEMORYOS_LLM_MODEL=llama3.1 make run"
+        )
     print(f"\ntry: curl -s {service_url(stack.settings, stack.port)}/v1/users/{users[0]}/memory")

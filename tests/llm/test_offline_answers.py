@@ -21,7 +21,7 @@ LATEX = page(
     "What about socks? I think they contained latex.",
     "Since you're allergic to latex, I recommend the Merino Run socks.",
 )
-LATEX_SAID = page("One thing: I'm allergic to latex. Is there latex in the leash?", "Good catch.")
+LATEX_SAID = page("As I said, I'm allergic to latex. Is there latex in the leash?", "Good catch.")
 CITY = page("I'm in Toronto, same address as on the order.", "Confirmed: shipping to Toronto.")
 GREETING = page("Hi, it's Alice again.", "Hi Alice!")
 
