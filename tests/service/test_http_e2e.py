@@ -266,9 +266,10 @@ async def test_respond_answers_from_memory_and_stores_the_new_turn(
     await eventually(remembered)
     question = "What is my dog called?"
     body = ok(await client.post("/v1/users/responder/respond", json={"query": question}))
-    assert set(body) == {"response", "memory", "usage"}
+    assert set(body) == {"response", "memory", "usage", "remembered"}
     assert isinstance(body["response"], str)
     assert body["response"]
+    assert body["remembered"] is True
     assert set(body["memory"]) == RETRIEVE_KEYS
     assert any("Pixel" in p["query"] for p in body["memory"]["short_term"])
     assert set(body["usage"]) == {"prompt_tokens", "completion_tokens"}
