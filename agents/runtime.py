@@ -30,6 +30,7 @@ from adapters import tracing
 from adapters.keyring import Keyring, Opened, is_sealed
 from adapters.metrics import Metrics
 from agents.policy import ErrorPolicy, Verdict
+from schemas.accept import Accepted
 from schemas.errors import InvalidEvent
 from schemas.topics import user_key
 from schemas.turn import ID_PATTERN
@@ -56,6 +57,11 @@ class Source:
     offset: int
     event: Any = None  # faust EventT: kept so table writes find their source partition
     headers: tracing.Headers = None  # the record's headers: its trace context
+    timestamp: float | None = None  # the record's Kafka timestamp, seconds
+
+    def accepted(self) -> Accepted:
+        """The input contract's defaults for a record of a raw topic (``schemas.accept``)."""
+        return Accepted.of_record(self.topic, self.partition, self.offset, self.timestamp)
 
     @classmethod
     def of(cls, event: Any) -> Source:
@@ -63,8 +69,16 @@ class Source:
         value = event.value
         raw = value if isinstance(value, bytes) else bytes(value or b"")
         headers = getattr(message, "headers", None)
+        at = getattr(message, "timestamp", None)
         return cls(
-            raw, message.key, message.topic, message.partition, message.offset, event, headers
+            raw,
+            message.key,
+            message.topic,
+            message.partition,
+            message.offset,
+            event,
+            headers,
+            at if isinstance(at, int | float) else None,
         )
 
 
@@ -76,6 +90,13 @@ class Consumed(Generic[Record]):
     source: Source
     prepared: Any = None  # what a stage computed for this record in its batch step
     gen: int | None = None  # the key generation it was sealed with (adapters/keyring.py)
+
+
+def raw_input(
+    decode: Callable[[bytes, Accepted], Record],
+) -> Callable[[bytes, Source], Record]:
+    """A raw topic's decoder, given the input contract's defaults for each record."""
+    return lambda raw, source: decode(raw, source.accepted())
 
 
 class DeadLetterSink:
@@ -212,7 +233,7 @@ class BatchRunner(Generic[Record]):
     def __init__(
         self,
         stage: str,
-        decode: Callable[[bytes], Record],
+        decode: Callable[[bytes, Source], Record],
         user_of: Callable[[Record], str],
         dead_letters: DeadLetterSink,
         metrics: Metrics,
@@ -249,7 +270,7 @@ class BatchRunner(Generic[Record]):
                         continue
                     raw, gen = opened.plain, opened.gen
                     sealed_for = opened.user_id
-                record = self.decode(raw)
+                record = self.decode(raw, source)
                 if source.key != user_key(self.user_of(record)):
                     # Another key puts the user's events on another partition: no order.
                     raise InvalidEvent(f"record key {source.key!r} is not the user id", field="key")

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from schemas.accept import Accepted, with_defaults
 from schemas.errors import InvalidEvent
 from schemas.message import MessageEvent
 from schemas.records import ForgetUser, PairingTick
@@ -23,10 +24,18 @@ def dumps(record: BaseModel | dict[str, Any]) -> bytes:
 
 
 def describe(exc: ValidationError) -> tuple[str, str]:
-    """The first problem of a validation error as (field path, readable message)."""
-    first = exc.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "body"
-    return field, f"{field}: {first['msg']}"
+    """A validation error as (the first problem's field path, every problem in one message)."""
+    problems = describe_all(exc)
+    return problems[0][0], "; ".join(message for _, message in problems)
+
+
+def describe_all(exc: ValidationError) -> list[tuple[str, str]]:
+    """Every problem of a validation error as (field path, readable message)."""
+    found = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "body"
+        found.append((field, f"{field}: {error['msg']}"))
+    return found
 
 
 # 19 digits or more may not fit in 64 bits (-(2**63) - 1 has 19)
@@ -50,16 +59,21 @@ def _object(raw: bytes | str | dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def decode_turn_input(raw: bytes | str | dict[str, Any]) -> TurnEvent | ForgetUser:
-    """A record of ``memoryos.turns``: a public turn, or a DELETE's forget marker."""
+def decode_turn_input(
+    raw: bytes | str | dict[str, Any], accepted: Accepted | None = None
+) -> TurnEvent | ForgetUser:
+    """A record of ``memoryos.turns``: a public turn, or a DELETE's forget marker. With
+    ``accepted``, a turn gets the input contract's defaults (``schemas.accept``)."""
     data = _object(raw)
     if data.get("kind") == "forget":
         return decode(ForgetUser, data)
+    if accepted is not None:
+        data = with_defaults(data, "turn_id", accepted)
     return decode(TurnEvent, data)
 
 
 def decode_message_input(
-    raw: bytes | str | dict[str, Any],
+    raw: bytes | str | dict[str, Any], accepted: Accepted | None = None
 ) -> MessageEvent | ForgetUser | PairingTick:
     """A record of ``memoryos.messages``: a public message, a forget marker or a tick."""
     data = _object(raw)
@@ -67,7 +81,16 @@ def decode_message_input(
         return decode(ForgetUser, data)
     if data.get("kind") == "tick":
         return decode(PairingTick, data)
+    if accepted is not None:
+        data = with_defaults(data, "message_id", accepted)
     return decode(MessageEvent, data)
+
+
+def decode_accepted(
+    model: type[Model], raw: bytes | str | dict[str, Any], id_field: str, accepted: Accepted
+) -> Model:
+    """A turn or message by the input contract: its defaults for what the record leaves out."""
+    return decode(model, with_defaults(_object(raw), id_field, accepted))
 
 
 def decode(model: type[Model], raw: bytes | str | dict[str, Any]) -> Model:

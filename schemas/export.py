@@ -15,8 +15,25 @@ SCHEMA_PATH = Path(__file__).with_name("turn.schema.json")
 MESSAGE_SCHEMA_PATH = Path(__file__).with_name("message.schema.json")
 
 
+DEFAULTED = {
+    "timestamp": "optional: defaults to when the entry accepted it (a raw topic: the record's "
+    "Kafka timestamp)",
+    "turn_id": "optional: defaults to an id made at acceptance (a raw topic: from the record's "
+    "topic, partition and offset, so a replay keeps it)",
+    "message_id": "optional: defaults to an id made at acceptance (a raw topic: from the "
+    "record's topic, partition and offset, so a replay keeps it)",
+}
+
+
 def schema_json(model: type[BaseModel], name: str) -> bytes:
+    """The public schema of what a producer sends: the input contract (``schemas.accept``),
+    so the fields it defaults are not required."""
     schema = model.model_json_schema()
+    schema["required"] = [field for field in schema["required"] if field not in DEFAULTED]
+    for field, note in DEFAULTED.items():
+        if field in schema["properties"]:
+            described = schema["properties"][field].get("description", "")
+            schema["properties"][field]["description"] = f"{described}; {note}".lstrip("; ")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = f"https://memoryos-streams/schemas/{name}"
     return orjson.dumps(schema, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"

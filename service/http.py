@@ -12,10 +12,10 @@ import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
-from uuid import uuid4
 
+import orjson
 from fastapi import Body, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from adapters import tracing
 from adapters.metrics import Metrics
 from adapters.settings import Settings
+from schemas.accept import Accepted, with_defaults
 from schemas.codec import describe
 from schemas.errors import (
     BrokerError,
@@ -164,9 +165,8 @@ def authorized(header: str, keys: list[str]) -> bool:
 
 
 def _turn(user_id: str, body: dict[str, Any]) -> TurnEvent:
-    data = {"turn_id": uuid4().hex, "timestamp": datetime.now(UTC)} | {
-        k: v for k, v in body.items() if v is not None
-    }
+    """A turn by the input contract (``schemas.accept``): the API's defaults for the rest."""
+    data = with_defaults(body, "turn_id", Accepted.now())
     return TurnEvent.model_validate(data | {"user_id": user_id})
 
 
@@ -269,7 +269,8 @@ def create_http_app(
 
 
 def _invalid(errors: Sequence[Any]) -> JSONResponse:
-    """400 for JSON that does not parse, else 422 naming the first offending field."""
+    """400 for JSON that does not parse, else 422 listing every offending field (``field``
+    names the first, ``errors`` has each)."""
     if not errors:
         return _error(422, "invalid request", "body")
     first = errors[0]
@@ -277,11 +278,19 @@ def _invalid(errors: Sequence[Any]) -> JSONResponse:
         reason = first.get("ctx", {}).get("error", "JSON decode error")
         position = first["loc"][-1]
         return _error(400, f"body is not valid JSON: {reason} (at character {position})", "body")
-    loc = [str(part) for part in first["loc"]]
-    if len(loc) > 1 and loc[0] in ("body", "path", "query", "header"):
-        loc = loc[1:]
-    field = ".".join(loc) or "body"
-    return _error(422, f"{field}: {first['msg']}", field)
+    problems = []
+    for error in errors:
+        loc = [str(part) for part in error["loc"]]
+        if len(loc) > 1 and loc[0] in ("body", "path", "query", "header"):
+            loc = loc[1:]
+        field = ".".join(loc) or "body"
+        message = error["msg"]
+        if field == "body" and error.get("type") in ("dict_type", "model_attributes_type"):
+            message = "expected a JSON object (send it with Content-Type: application/json)"
+        problems.append({"field": field, "error": f"{field}: {message}"})
+    response = _error(422, "; ".join(p["error"] for p in problems), problems[0]["field"])
+    body = orjson.loads(response.body)
+    return JSONResponse(body | {"errors": problems}, status_code=422)
 
 
 def _declare_bearer(app: FastAPI) -> None:

@@ -7,14 +7,13 @@ A single message is checked whole (422 naming the field); a list is checked item
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
-from uuid import uuid4
 
 from fastapi import Body, FastAPI
 from pydantic import ValidationError
 
 from memory.pairing import message_digest
+from schemas.accept import Accepted, with_defaults
 from schemas.codec import describe
 from schemas.errors import InvalidEvent
 from schemas.message import MessageEvent
@@ -28,11 +27,8 @@ def message_of(item: Any) -> MessageEvent:
     """One item as a message; ``message_id`` and ``timestamp`` default to a new id and now."""
     if not isinstance(item, dict):
         raise InvalidEvent(f"expected a JSON object, got {type(item).__name__}", field="body")
-    defaults = {"message_id": uuid4().hex, "timestamp": datetime.now(UTC)}
     try:
-        return MessageEvent.model_validate(
-            defaults | {k: v for k, v in item.items() if v is not None}
-        )
+        return MessageEvent.model_validate(with_defaults(item, "message_id", Accepted.now()))
     except ValidationError as exc:
         field, message = describe(exc)
         raise InvalidEvent(message, field=field) from None

@@ -18,11 +18,19 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class FieldError(Body):
+    field: str
+    error: str
+
+
 class ErrorBody(Body):
     """Every 4xx (and 5xx) reply: what went wrong and, for bad input, which field."""
 
-    error: str = Field(description="a readable message")
+    error: str = Field(description="a readable message (every problem, for a bad body)")
     field: str | None = Field(None, description="the offending field (e.g. query, user_id)")
+    errors: list[FieldError] | None = Field(
+        None, description="a 422 for a bad body: every problem, each with its field"
+    )
 
 
 class ChainOut(Body):

@@ -29,7 +29,7 @@ from agents.mtm import MidTermAgent
 from agents.pairing import PairingAgent, WriteTurns
 from agents.persona import PersonaAgent
 from agents.policy import ErrorPolicy, default_policy
-from agents.runtime import BatchRunner, Consumed, DeadLetterSink, KeyedDispatcher
+from agents.runtime import BatchRunner, Consumed, DeadLetterSink, KeyedDispatcher, raw_input
 from agents.stm import ShortTermAgent
 from schemas.codec import decode, decode_message_input, decode_turn_input
 from schemas.errors import BrokerError
@@ -160,7 +160,7 @@ def create_app(
                 deps,
                 table("pairing-pending"),
                 senders[TURNS],
-                runner("pairing", decode_message_input, lambda r: r.user_id),
+                runner("pairing", raw_input(decode_message_input), lambda r: r.user_id),
                 journal,
                 write_turns,
             ),
@@ -171,7 +171,7 @@ def create_app(
                 deps,
                 table("chain-tails"),
                 senders[PAGES],
-                runner("chain", decode_turn_input, lambda r: r.user_id),
+                runner("chain", raw_input(decode_turn_input), lambda r: r.user_id),
             ),
         ),
         (
@@ -180,7 +180,7 @@ def create_app(
                 deps,
                 table("stm-windows"),
                 senders[MTM],
-                runner("stm", lambda raw: decode(PageInput, raw), by_root),
+                runner("stm", lambda raw, _: decode(PageInput, raw), by_root),
             ),
         ),
         (
@@ -189,7 +189,7 @@ def create_app(
                 deps,
                 table("mtm-heat"),
                 senders[PERSONA],
-                runner("mtm", lambda raw: decode(MidTermInput, raw), by_root),
+                runner("mtm", lambda raw, _: decode(MidTermInput, raw), by_root),
             ),
         ),
         (
@@ -197,7 +197,7 @@ def create_app(
             PersonaAgent(
                 deps,
                 senders[MTM],
-                runner("persona", lambda raw: decode(PersonaInput, raw), by_root),
+                runner("persona", lambda raw, _: decode(PersonaInput, raw), by_root),
             ),
         ),
     ]

@@ -31,7 +31,8 @@ from adapters.journal import Journal, NoJournal, open_journal
 from adapters.settings import Settings
 from client.aio import AsyncMemoryClient
 from client.errors import APIError, MemoryOSClientError
-from schemas.codec import decode, dumps
+from schemas.accept import Accepted
+from schemas.codec import decode_accepted, dumps
 from schemas.errors import BrokerError, ConfigError, InvalidEvent
 from schemas.message import MessageEvent
 from schemas.topics import MESSAGES, TURNS, user_key
@@ -221,7 +222,11 @@ async def _chunks(
                 report.seconds = time.monotonic() - started
                 progress.detail(report.detail())
             try:
-                chunk.append(decode(MessageEvent, line) if messages else decode(TurnEvent, line))
+                # the input contract's defaults, as the API gives them (schemas.accept)
+                if messages:
+                    chunk.append(decode_accepted(MessageEvent, line, "message_id", Accepted.now()))
+                else:
+                    chunk.append(decode_accepted(TurnEvent, line, "turn_id", Accepted.now()))
             except InvalidEvent as exc:
                 report.bad_line(number, str(exc))
                 continue

@@ -45,7 +45,7 @@ NOT_OBJECT = "expected a JSON object"
 # orjson reads the last two as floats, silently: the decoder must still refuse them
 NON_FINITE = [b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-1e400", b"18446744073709551616",
               b"-9223372036854775809"]  # fmt: skip
-REQUIRED = ("user_id", "turn_id", "query", "response", "timestamp")
+REQUIRED = ("user_id", "query", "response")  # turn_id and timestamp default (schemas.accept)
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)  # any encodable text
 FINITE = st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
@@ -159,7 +159,8 @@ def hostile_records(draw: st.DrawFn) -> Record:
         raw = orjson.dumps(turn)[:-1] + b',"meta":{"n":' + number + b"}}"
         return hostile(raw, "meta", NOT_JSON, key=key)
     if kind == 9:  # a wrong type in one field
-        field = draw(st.sampled_from([*REQUIRED, "meta", "channel", "assistant_id"]))
+        fields = [*REQUIRED, "turn_id", "timestamp", "meta", "channel", "assistant_id"]
+        field = draw(st.sampled_from(fields))
         value = draw(wrong_type(field))
         return hostile(orjson.dumps({**turn, field: value}), field, key=key)
     if kind == 10:  # a required field missing

@@ -64,7 +64,7 @@ def test_ingest_in_a_pipe_prints_plain_lines_and_a_summary(
     errors = result.stderr.splitlines()
     assert "ingest: send: started (" in errors[0]
     shown = [line for line in errors if re.match(rf"{re.escape(str(path))}:\d+: ", line)]
-    assert shown[0] == f"{path}:31: turn_id: Field required"
+    assert shown[0] == f"{path}:31: query: Field required; response: Field required"
     assert len(shown) == 10
     assert f"{path}: 2 more invalid lines not shown" in errors
     assert any(line.startswith("ingest: send: done, ") for line in errors)

@@ -143,8 +143,10 @@ async def client(fake: FakeMemory) -> AsyncIterator[httpx.AsyncClient]:
 def error_of(response: httpx.Response, status: int) -> dict[str, Any]:
     assert response.status_code == status, response.text
     body: dict[str, Any] = response.json()
-    assert set(body) == {"error", "field"}
+    assert set(body) - {"errors"} == {"error", "field"}
     assert body["error"]
+    if "errors" in body:  # a bad body: every problem, the first one being ``field``
+        assert body["errors"][0]["field"] == body["field"]
     return body
 
 
@@ -553,7 +555,7 @@ async def test_profiles_are_put_whole_and_read_back(
 @pytest.mark.parametrize(
     ("body", "problem"),
     [
-        ([1, 2], "valid dictionary"),
+        ([1, 2], "expected a JSON object"),
         ({f"k{i}": i for i in range(65)}, "at most 64"),
         ({"bio": "x" * 5000}, "at most 4096"),
         ({"a": {"b": {"c": {"d": {}}}}}, "nested deeper"),
@@ -663,3 +665,18 @@ async def test_the_docs_page_loads_its_scripts_from_the_service_not_a_cdn(
     assert all(url.startswith("/") for url in scripts), scripts
     for url in scripts:
         assert (await client.get(url)).status_code == 200, url
+
+
+async def test_every_problem_of_a_bad_body_is_listed_with_its_field(
+    client: httpx.AsyncClient,
+) -> None:
+    bad = {"query": 7, "response": None, "timestamp": "yesterday", "channel": "x" * 500}
+    body = error_of(await client.post("/v1/users/alice/turns", json=bad, headers=AUTH), 422)
+    assert [problem["field"] for problem in body["errors"]] == [
+        "query",
+        "response",
+        "timestamp",
+        "channel",
+    ]
+    unlabelled = await client.post("/v1/users/alice/turns", content=b"query=hi", headers=AUTH)
+    assert "Content-Type: application/json" in error_of(unlabelled, 422)["error"]

@@ -33,7 +33,7 @@ from agents.mtm import MidTermAgent
 from agents.pairing import PairingAgent
 from agents.persona import PersonaAgent
 from agents.policy import ErrorPolicy, default_policy
-from agents.runtime import BatchRunner, DeadLetterSink
+from agents.runtime import BatchRunner, DeadLetterSink, raw_input
 from agents.stm import ShortTermAgent
 from memory.chain import ContinuityVerdict
 from memory.text import tokenize as tokens
@@ -212,31 +212,31 @@ class Pipeline:
                 deps,
                 self.tables["pairing"],
                 self._send(TURNS),
-                self._runner("pairing", decode_message_input, lambda r: r.user_id),
+                self._runner("pairing", raw_input(decode_message_input), lambda r: r.user_id),
                 self.journal,
             ),
             TURNS: ChainAgent(
                 deps,
                 self.tables["chain"],
                 self._send(PAGES),
-                self._runner("chain", decode_turn_input, lambda r: r.user_id),
+                self._runner("chain", raw_input(decode_turn_input), lambda r: r.user_id),
             ),
             PAGES: ShortTermAgent(
                 deps,
                 self.tables["stm"],
                 self._send(MTM),
-                self._runner("stm", lambda raw: decode(PageInput, raw), by_root),
+                self._runner("stm", lambda raw, _: decode(PageInput, raw), by_root),
             ),
             MTM: MidTermAgent(
                 deps,
                 self.tables["mtm"],
                 self._send(PERSONA),
-                self._runner("mtm", lambda raw: decode(MidTermInput, raw), by_root),
+                self._runner("mtm", lambda raw, _: decode(MidTermInput, raw), by_root),
             ),
             PERSONA: PersonaAgent(
                 deps,
                 self._send(MTM),
-                self._runner("persona", lambda raw: decode(PersonaInput, raw), by_root),
+                self._runner("persona", lambda raw, _: decode(PersonaInput, raw), by_root),
             ),
         }
 

@@ -1,0 +1,80 @@
+"""One input contract at every entry: a JSONL line, an HTTP body and a raw-topic record with
+the same content are accepted or refused alike, with the same defaults (schemas.accept)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from schemas.accept import Accepted
+from schemas.codec import decode_accepted, decode_turn_input
+from schemas.errors import InvalidEvent
+from schemas.topics import TURNS, user_key
+from schemas.turn import TurnEvent
+from tests.service.test_http_unit import AUTH, FakeMemory, build
+from tests.support.fakes import Pipeline, make_deps
+
+LINES: list[tuple[dict[str, Any], str | None]] = [
+    ({"user_id": "ann", "query": "My cat is Pixel.", "response": "Cute!"}, None),
+    ({"user_id": "ann", "query": "q", "response": "r", "turn_id": "t1", "timestamp": None}, None),
+    ({"user_id": "ann", "query": "q"}, "response"),
+    ({"user_id": "ann", "response": "r", "turn_id": 5}, "query"),
+    ({"user_id": "bad id", "query": "q", "response": "r"}, "user_id"),
+]
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(build(FakeMemory()))
+    async with httpx.AsyncClient(transport=transport, base_url="http://memoryos") as http:
+        yield http
+
+
+async def http_verdict(client: httpx.AsyncClient, line: dict[str, Any]) -> str | None:
+    body = (await client.post("/v1/turns", json=[line], headers=AUTH)).json()
+    [result] = body["results"]
+    return result.get("error")
+
+
+def verdict(decode: Any) -> str | None:
+    try:
+        turn = decode()
+    except InvalidEvent as exc:
+        return str(exc)
+    assert isinstance(turn, TurnEvent)
+    assert turn.turn_id
+    assert turn.timestamp
+    return None
+
+
+@pytest.mark.parametrize(("line", "field"), LINES)
+async def test_a_line_a_body_and_a_record_are_judged_alike(
+    client: httpx.AsyncClient, line: dict[str, Any], field: str | None
+) -> None:
+    raw = orjson.dumps(line)
+    ingest = verdict(lambda: decode_accepted(TurnEvent, raw, "turn_id", Accepted.now()))
+    topic = verdict(lambda: decode_turn_input(raw, Accepted.of_record(TURNS, 0, 7, 1.7e9)))
+    api = await http_verdict(client, line)
+    if field is None:
+        assert (ingest, topic, api) == (None, None, None)
+    else:
+        for problem in (ingest, topic, api):
+            assert problem is not None
+            assert problem.startswith(field) or f"; {field}" in problem, problem
+
+
+async def test_a_raw_record_without_id_or_time_is_placed_and_a_replay_keeps_its_id() -> None:
+    pipeline = Pipeline(await make_deps(stm_capacity=7))
+    bare = orjson.dumps({"user_id": "ann", "query": "My cat is Pixel.", "response": "Cute!"})
+    await pipeline.send(TURNS, user_key("ann"), bare)
+    await pipeline.drain()
+    [page] = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
+    pipeline.offsets[TURNS] = 0  # a replay of the topic
+    pipeline.tables["chain"].clear()
+    await pipeline.drain()
+    assert [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")] == [page.turn_id]
+    assert not pipeline.dead_letters()
