@@ -7,17 +7,12 @@ log, and take writes again once space returns.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from streams.broker import free_port
-from tests.support.stacks import eventually, make_turns, running_stack
+from tests.support.stacks import eventually, make_turns, running_stack, the_line, up_once
 from tests.support.tmpfs import MIB, fill_until, free_bytes, mounted_tmpfs
 
 pytestmark = [pytest.mark.integration]
@@ -73,22 +68,8 @@ def _gauge(metrics: str, name: str) -> float:
 
 def test_up_refuses_to_start_on_a_too_full_disk_with_one_line(tmp_path: Path) -> None:
     with mounted_tmpfs(tmp_path / "disk", 64) as disk:
-        env = os.environ | {
-            "MEMORYOS_DATA_DIR": str(disk / "data"),
-            "MEMORYOS_BROKER_PORT": str(free_port()),
-            "MEMORYOS_PORT": str(free_port()),
-        }
-        started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-m", "streams.cli", "up", "--quiet"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert time.monotonic() - started < 30
-        assert done.returncode == 2
-        [line] = done.stderr.strip().splitlines()
+        done, took = up_once(disk / "data")
+        assert took < 30
+        line = the_line(done)
         assert "MiB free, under the 256 MiB that MEMORYOS_MIN_FREE_MB keeps" in line
         assert free_bytes(disk) > 32 * MIB  # nothing was written there before refusing

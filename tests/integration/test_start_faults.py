@@ -17,39 +17,13 @@ import psutil
 import pytest
 
 from streams.broker import free_port
+from tests.support.stacks import the_line, up_once
 
 pytestmark = pytest.mark.integration
 
-MARK = "memoryos:"
-
-
-def up(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    settings = {
-        "MEMORYOS_DATA_DIR": str(tmp_path / "data"),
-        "MEMORYOS_BROKER_PORT": str(free_port()),
-        "MEMORYOS_PORT": str(free_port()),
-    }
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "up", "--quiet", *args],
-        env=os.environ | settings | env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return done, time.monotonic() - started
-
-
-def the_line(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 2, done.stderr
-    assert "Traceback" not in done.stderr
-    [line] = [line for line in done.stderr.splitlines() if line.startswith(MARK)]
-    return line
-
 
 def test_an_unreachable_kafka_fails_in_seconds_with_one_line(tmp_path: Path) -> None:
-    done, took = up(tmp_path, "--broker", f"kafka://127.0.0.1:{free_port()}")
+    done, took = up_once(tmp_path / "data", "--broker", f"kafka://127.0.0.1:{free_port()}")
     assert took < 20
     line = the_line(done)
     assert "cannot reach the Kafka broker" in line
@@ -61,7 +35,7 @@ def test_up_refuses_a_journal_that_is_not_a_database_with_one_line(tmp_path: Pat
     data = tmp_path / "data"
     data.mkdir()
     (data / "journal.sqlite3").write_bytes(b"\xab" * 65536)
-    done, _ = up(tmp_path)
+    done, _ = up_once(data)
     line = the_line(done)
     assert "journal.sqlite3 cannot be opened (file is not a database)" in line
     assert "move it aside" in line

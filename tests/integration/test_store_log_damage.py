@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ import httpx
 import pytest
 
 from tests.integration.test_crash_recovery import kill_everything, memory_with, summary
-from tests.support.stacks import UpProcess, eventually, make_turns
+from tests.support.stacks import UpProcess, eventually, make_turns, the_line, up_once
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -49,6 +47,19 @@ def journaled(data: Path) -> int:
         return int(db.execute("SELECT count(*) FROM inbox").fetchone()[0])
 
 
+async def restarted_with(data: Path, env: dict[str, str], turns: list[dict[str, Any]]) -> Any:
+    """Start again on ``data`` and wait for every one of ``turns``; the memory, then stop."""
+    up = UpProcess(data, **env)
+    up.start()
+    try:
+        await up.wait_ready()
+        memory = await memory_with(up, USER, len(turns))
+        assert sorted(summary(memory)[2]) == sorted(t["turn_id"] for t in turns)
+        return memory
+    finally:
+        kill_everything(up)
+
+
 async def test_a_damaged_store_log_loses_no_acknowledged_turn(tmp_path: Path) -> None:
     data = tmp_path / "data"
     turns = [
@@ -70,39 +81,16 @@ async def test_a_damaged_store_log_loses_no_acknowledged_turn(tmp_path: Path) ->
         kill_everything(up)
 
     damage(data, 8)  # past the header: Edge stops reading there and opens without a word
-    up = UpProcess(data, **ENV)
-    up.start()
-    try:
-        await up.wait_ready()
-        memory = await memory_with(up, USER, 24)
-        assert sorted(summary(memory)[2]) == sorted(t["turn_id"] for t in turns)
-    finally:
-        kill_everything(up)
+    await restarted_with(data, ENV, turns)
 
     [first, *_] = damage(data, 0)  # the header itself: Edge refuses the log
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "streams.cli", "up", "--quiet", "--data-dir", str(data)],
-        env=up.env | {"MEMORYOS_PORT": str(up.port), "MEMORYOS_BROKER_PORT": str(up.broker_port)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 2, done.stderr
-    [line] = [line for line in done.stderr.splitlines() if line.startswith("memoryos:")]
+    done, _ = await asyncio.to_thread(up_once, data)
+    line = the_line(done)
     assert "write-ahead log is damaged in 5 collection(s)" in line, done.stderr
     assert line.count("wal.damaged") == 5
     for log in (data / "qdrant").glob("*/wal"):
         log.rename(log.with_name("wal.damaged"))  # what the line says to do
-    up = UpProcess(data, **ENV)
-    up.start()
-    try:
-        await up.wait_ready()
-        memory = await memory_with(up, USER, 24)
-        assert sorted(summary(memory)[2]) == sorted(t["turn_id"] for t in turns)
-    finally:
-        kill_everything(up)
+    await restarted_with(data, ENV, turns)
     assert first.parent.with_name("wal.damaged").exists()
 
 
@@ -126,13 +114,5 @@ async def test_one_collections_damaged_log_loses_no_mid_term_page(tmp_path: Path
     with log.open("r+b") as handle:
         handle.seek(8)
         handle.write(b"\xab" * 65536)
-    up = UpProcess(data, **env)
-    up.start()
-    try:
-        await up.wait_ready()
-        memory = await memory_with(up, USER, 12)
-        short, mid, every = summary(memory)
-        assert sorted(every) == sorted(t["turn_id"] for t in turns)
-        assert (len(short), len(mid)) == (3, 9)
-    finally:
-        kill_everything(up)
+    short, mid, _ = summary(await restarted_with(data, env, turns))
+    assert (len(short), len(mid)) == (3, 9)

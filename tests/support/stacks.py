@@ -182,3 +182,33 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return "\nState:\tZ" not in status
+
+
+def up_once(
+    data_dir: Path, *args: str, **env: str
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`memoryos up` on ``data_dir`` as a user runs it, for a start expected to fail: what it
+    printed and how long it took."""
+    settings = {
+        "MEMORYOS_DATA_DIR": str(data_dir),
+        "MEMORYOS_BROKER_PORT": str(free_port()),
+        "MEMORYOS_PORT": str(free_port()),
+    }
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "up", "--quiet", *args],
+        env=os.environ | settings | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done, time.monotonic() - started
+
+
+def the_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The one line a failed start says why in: exit 2, no traceback."""
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("memoryos:")]
+    return line
