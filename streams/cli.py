@@ -27,6 +27,7 @@ from streams.cli_help import (
     INGEST_EPILOG,
     UP_EPILOG,
 )
+from streams.log_rate import limit_noisy_loggers
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 
@@ -247,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         for noisy in ("faust", "mode", "aiokafka", "httpx", "sentence_transformers"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+        limit_noisy_loggers()  # a broker gone away: a line every 10 s, not thousands
         code: int = args.handler(args, settings)
         return code
     except MemoryOSError as exc:
