@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from adapters.deps import Deps
@@ -22,13 +23,38 @@ from adapters.ports import (
     USER_KNOWLEDGE,
     Clock,
     SystemClock,
+    VectorStore,
 )
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
 from adapters.stores import build_store
-from schemas.errors import ConfigError
+from schemas.errors import ConfigError, StoreError, UnstorablePayload
 
 log = logging.getLogger(__name__)
+
+
+STORE_TRIES = 3  # 1 + 2 s apart: a server still starting gets a moment, a wrong URL does not
+
+
+async def open_store(store: VectorStore, settings: Settings, dim: int) -> None:
+    """A Qdrant server gets a few tries at start, then one clear error naming the setting; a
+    local store's failure (a damaged log, a locked folder) is final at once."""
+    tries = STORE_TRIES if settings.store == "qdrant" else 1
+    for attempt in range(tries):
+        try:
+            await store.ensure_collections(dim)
+            return
+        except UnstorablePayload:
+            raise
+        except StoreError as exc:
+            if attempt + 1 == tries:
+                if tries == 1:
+                    raise
+                raise StoreError(
+                    f"cannot reach the Qdrant server at {settings.qdrant_url} after {tries} "
+                    f"tries ({exc}); check MEMORYOS_QDRANT_URL and MEMORYOS_QDRANT_API_KEY"
+                ) from None
+            await asyncio.sleep(float(attempt + 1))
 
 
 async def build_deps(
@@ -37,7 +63,7 @@ async def build_deps(
     metrics = metrics or Metrics()
     inner = build_embedder(settings)
     store = InstrumentedStore(build_store(settings), metrics)
-    await store.ensure_collections(inner.dim)
+    await open_store(store, settings, inner.dim)
     repo = MemoryRepository(store)
     try:
         # auto precision follows the store's vectors: known only once the store is open

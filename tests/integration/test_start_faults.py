@@ -71,3 +71,20 @@ def test_up_on_a_busy_http_port_exits_at_once_with_one_line_and_no_child(tmp_pat
     assert "MEMORYOS_PORT" in line
     assert not [p for p in psutil.process_iter(["cmdline"]) if str(broker_port) in " ".join(
         p.info["cmdline"] or [])]  # fmt: skip
+
+
+def test_an_unreachable_qdrant_server_fails_in_seconds_with_one_line(tmp_path: Path) -> None:
+    """After the broker started: the line, and the broker child stopped with the process."""
+    broker_port = str(free_port())
+    done, took = up_once(
+        tmp_path / "data",
+        MEMORYOS_STORE="qdrant",
+        MEMORYOS_QDRANT_URL="http://127.0.0.1:1",
+        MEMORYOS_BROKER_PORT=broker_port,
+    )
+    assert took < 30
+    line = the_line(done)
+    commands = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
+    assert not [command for command in commands if broker_port in command]
+    assert "cannot reach the Qdrant server at http://127.0.0.1:1 after 3 tries" in line
+    assert "MEMORYOS_QDRANT_URL" in line
