@@ -19,8 +19,8 @@ from adapters.ports import PAGES
 from adapters.settings import Settings
 from adapters.stores.edge import EdgeStore
 from evaluation.fake_openai import FakeOpenAI
-from tests.integration.test_crash_recovery import kill_everything, up_env
-from tests.support.stacks import UpProcess, eventually, make_turns
+from tests.integration.test_crash_recovery import up_env
+from tests.support.stacks import UpProcess, eventually, kill_everything, make_turns
 
 pytestmark = [
     pytest.mark.integration,

@@ -7,9 +7,6 @@ acknowledged turn end in memory exactly once after a restart on the same data di
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +14,6 @@ from typing import Any
 
 import httpx
 import orjson
-import psutil
 import pytest
 
 from adapters.journal import SqliteJournal, journal_path
@@ -25,7 +21,16 @@ from adapters.settings import load_settings
 from evaluation.fake_openai import FakeOpenAI
 from streams import reconciler as reconciler_module
 from streams.broker import free_port
-from tests.support.stacks import FAST_GROUP, UpProcess, eventually, make_turns, running_stack
+from tests.support.stacks import (
+    FAST_GROUP,
+    UpProcess,
+    eventually,
+    kill_everything,
+    make_turns,
+    memory_with,
+    running_stack,
+    summary,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
@@ -47,41 +52,11 @@ def up_env(server: FakeOpenAI) -> dict[str, str]:
     }
 
 
-def kill_everything(up: UpProcess) -> None:
-    """SIGKILL to memoryos up and every process it started (the broker has its own session)."""
-    assert up.process is not None
-    family = [psutil.Process(up.process.pid), *psutil.Process(up.process.pid).children(True)]
-    os.killpg(up.process.pid, signal.SIGKILL)
-    for process in family:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.send_signal(signal.SIGKILL)
-    up.process.wait(timeout=10)
-    psutil.wait_procs(family, timeout=10)
-
-
 async def post_turns(up: UpProcess, batch: list[dict[str, Any]]) -> None:
     async with httpx.AsyncClient() as client:
         response = await client.post(f"{up.url}/v1/turns", json=batch, timeout=60)
         assert response.status_code == 202, response.text
         assert response.json()["accepted"] == len(batch)
-
-
-async def memory_with(up: UpProcess, user: str, pages: int) -> dict[str, Any]:
-    """The user's memory once it lists at least ``pages`` pages (recovery takes a while)."""
-
-    async def complete() -> Any:
-        memory = await up.memory(user)
-        return memory if len(summary(memory)[2]) >= pages else None
-
-    found: dict[str, Any] = await eventually(complete, 240, every_s=1.0)
-    return found
-
-
-def summary(memory: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
-    """(STM turn ids, MTM turn ids, every turn id listed) of one memory document."""
-    short = [p["turn_id"] for p in memory["short_term"]]
-    mid = [p["turn_id"] for s in memory["mid_term"] for p in s["pages"]]
-    return short, mid, short + mid
 
 
 @pytest.mark.slow

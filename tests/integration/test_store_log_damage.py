@@ -16,8 +16,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.test_crash_recovery import kill_everything, memory_with, summary
-from tests.support.stacks import UpProcess, eventually, make_turns, the_line, up_once
+from tests.support.stacks import (
+    UpProcess,
+    eventually,
+    kill_everything,
+    make_turns,
+    memory_with,
+    summary,
+    the_line,
+    up_once,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

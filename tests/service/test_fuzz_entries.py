@@ -21,7 +21,7 @@ from mcp.types import CallToolResult, TextContent
 
 from adapters.settings import Settings
 from service.mcp import build_server
-from tests.service.test_http_unit import AUTH, KEYS, FakeMemory, build
+from tests.support.fake_service import AUTH, KEYS, FakeMemory, build
 
 MAX_BODY_BYTES = Settings().max_body_bytes
 

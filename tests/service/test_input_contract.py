@@ -15,7 +15,7 @@ from schemas.codec import decode_accepted, decode_turn_input
 from schemas.errors import InvalidEvent
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
-from tests.service.test_http_unit import AUTH, FakeMemory, build
+from tests.support.fake_service import AUTH, FakeMemory, build
 from tests.support.fakes import Pipeline, make_deps
 
 LINES: list[tuple[dict[str, Any], str | None]] = [

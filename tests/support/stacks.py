@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from adapters.settings import load_settings
 from schemas.turn import TurnEvent
@@ -212,3 +214,33 @@ def the_line(done: subprocess.CompletedProcess[str]) -> str:
     assert "Traceback" not in done.stderr
     [line] = [line for line in done.stderr.splitlines() if line.startswith("memoryos:")]
     return line
+
+
+def kill_everything(up: UpProcess) -> None:
+    """SIGKILL to memoryos up and every process it started (the broker has its own session)."""
+    assert up.process is not None
+    family = [psutil.Process(up.process.pid), *psutil.Process(up.process.pid).children(True)]
+    os.killpg(up.process.pid, signal.SIGKILL)
+    for process in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.send_signal(signal.SIGKILL)
+    up.process.wait(timeout=10)
+    psutil.wait_procs(family, timeout=10)
+
+
+async def memory_with(up: UpProcess, user: str, pages: int) -> dict[str, Any]:
+    """The user's memory once it lists at least ``pages`` pages (recovery takes a while)."""
+
+    async def complete() -> Any:
+        memory = await up.memory(user)
+        return memory if len(summary(memory)[2]) >= pages else None
+
+    found: dict[str, Any] = await eventually(complete, 240, every_s=1.0)
+    return found
+
+
+def summary(memory: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    """(STM turn ids, MTM turn ids, every turn id listed) of one memory document."""
+    short = [p["turn_id"] for p in memory["short_term"]]
+    mid = [p["turn_id"] for s in memory["mid_term"] for p in s["pages"]]
+    return short, mid, short + mid
