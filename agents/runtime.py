@@ -61,7 +61,7 @@ class Source:
 
     def accepted(self) -> Accepted:
         """The input contract's defaults for a record of a raw topic (``schemas.accept``)."""
-        return Accepted.of_record(self.topic, self.partition, self.offset, self.timestamp)
+        return Accepted.of_record(self.topic, self.partition, self.offset, self.timestamp, self.raw)
 
     @classmethod
     def of(cls, event: Any) -> Source:

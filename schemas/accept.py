@@ -6,13 +6,16 @@ message) and, for a message, ``conversation_id``. Optional, with the same defaul
 
 - ``timestamp``: when the entry accepted the record. The API and `memoryos ingest` take their
   clock; a raw topic takes the record's own Kafka timestamp, which a replay keeps.
-- ``turn_id`` / ``message_id``: made from what the entry accepted. The API and `memoryos
-  ingest` take a new random id; a raw topic derives it from the record's topic, partition and
-  offset, so a replay of that record lands on the same id and changes nothing.
+- ``turn_id`` / ``message_id``: made from what the entry accepted. The API takes a new random
+  id; `memoryos ingest` one from the file's line and its content, so a second run of the same
+  file adds nothing; a raw topic one from the record's topic, partition, offset, Kafka timestamp
+  and bytes: a replay of that record lands on the same id, and a broker that starts its offsets
+  again (the embedded one, after a restart) does not reuse an id.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,26 +23,35 @@ from datetime import UTC, datetime
 from typing import Any
 
 _IDS = uuid.UUID("6d6f7279-6f73-5e00-8000-616363657074")  # namespace of default ids
+_LATEST_S = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 
 
 @dataclass(frozen=True)
 class Accepted:
-    """What an entry knows of a record it accepts: when, and a seed unique to the record."""
+    """What an entry knows of a record it accepts: when (seconds; None: now), and a seed
+    unique to the record. The defaults are made only for a record that leaves them out."""
 
-    at: datetime
+    at_s: float | None
     seed: str
 
     @classmethod
-    def now(cls) -> Accepted:
-        """An API call or a file line: the clock, and a random seed."""
-        return cls(datetime.now(UTC), uuid.uuid4().hex)
+    def now(cls, seed: str | None = None) -> Accepted:
+        """An API call or a file line: the clock, and ``seed`` or a random one."""
+        return cls(None, seed or uuid.uuid4().hex)
 
     @classmethod
-    def of_record(cls, topic: str, partition: int, offset: int, at_s: float | None) -> Accepted:
-        """A record of a raw topic: its place, and its Kafka timestamp in seconds (now if it
-        has none)."""
-        at = datetime.fromtimestamp(at_s, UTC) if at_s else datetime.now(UTC)
-        return cls(at, f"{topic}/{partition}/{offset}")
+    def of_record(
+        cls, topic: str, partition: int, offset: int, at_s: float | None, value: bytes
+    ) -> Accepted:
+        """A record of a raw topic: its place, its Kafka timestamp (seconds; none, zero or
+        out of range: now) and a digest of its bytes."""
+        valid = at_s is not None and 0 < at_s <= _LATEST_S
+        digest = hashlib.sha256(value).hexdigest()[:32]
+        stamp = f"{at_s:.3f}" if valid else "-"
+        return cls(at_s if valid else None, f"{topic}/{partition}/{offset}/{stamp}/{digest}")
+
+    def at(self) -> datetime:
+        return datetime.fromtimestamp(self.at_s, UTC) if self.at_s else datetime.now(UTC)
 
     def default_id(self) -> str:
         return uuid.uuid5(_IDS, self.seed).hex
@@ -48,6 +60,8 @@ class Accepted:
 def with_defaults(data: Mapping[str, Any], id_field: str, accepted: Accepted) -> dict[str, Any]:
     """``data`` with the contract's defaults for what it leaves out (or sends as null)."""
     filled = {key: value for key, value in data.items() if value is not None}
-    filled.setdefault(id_field, accepted.default_id())
-    filled.setdefault("timestamp", accepted.at)
+    if id_field not in filled:
+        filled[id_field] = accepted.default_id()
+    if "timestamp" not in filled:
+        filled["timestamp"] = accepted.at()
     return filled

@@ -115,8 +115,8 @@ class RespondIn(BaseModel):
     remember: bool = Field(
         True,
         description="store the exchange as a turn of the user's memory (the paper's "
-        "behaviour); false for drafts and internal questions. An answer that only says the "
-        "assistant does not know is never stored",
+        "behaviour); false for drafts and internal questions. A reply that only says the "
+        "assistant does not know is left out (the turn keeps the query alone)",
     )
 
 
@@ -380,7 +380,7 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
     )
     async def respond(user_id: UserId, body: RespondIn) -> dict[str, Any]:
         """Answer with memory through the LLM; the exchange is remembered unless
-        ``remember`` is false or the answer only says the assistant does not know."""
+        ``remember`` is false (a reply that only says it does not know: the query alone)."""
         answered = await service.respond(
             user_id, body.query, body.assistant_id, record=body.remember
         )

@@ -147,8 +147,9 @@ def build_server(
     ) -> dict[str, Any]:
         """Answer the user's query with the service's LLM and the user's memory. Returns
         {"response", "memory", "usage", "remembered"}; the exchange is stored in memory unless
-        remember is false or the answer only says it does not know. assistant_id: which
-        assistant answers (its profile and traits; default: the default assistant)."""
+        remember is false (a reply that only says it does not know: the query alone).
+        assistant_id: which assistant answers (its profile and traits; default: the default
+        assistant)."""
         body = _present(query=query, assistant_id=assistant_id, remember=remember)
         return await api.call("POST", user_id, "/respond", body)
 

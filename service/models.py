@@ -129,8 +129,8 @@ class RespondResponse(Body):
     memory: RetrieveResponse = Field(description="the memory the answer was built from")
     usage: Usage
     remembered: bool = Field(
-        description="whether the exchange became a turn of memory: false when remember was "
-        "false or the answer only says the assistant does not know"
+        description="whether the answer became memory: false when remember was false (nothing "
+        "stored) or the reply only says the assistant does not know (the query alone stored)"
     )
 
 

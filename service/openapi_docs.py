@@ -74,8 +74,8 @@ DOCS: dict[Operation, tuple[str, Any, Any]] = {
     ),
     ("post", "/v1/users/{user_id}/respond"): (
         "Answer a query with the user's memory through the LLM. The exchange is remembered "
-        "(a new turn) unless `remember` is false or the answer only says the assistant does "
-        "not know; `remembered` says which.",
+        "(a new turn) unless `remember` is false; a reply that only says the assistant does "
+        "not know is left out (the query alone is kept); `remembered` says which.",
         {"query": "What is my dog called?", "remember": True},
         {
             "response": "Your dog is called Miso.",

@@ -90,7 +90,7 @@ class Responded(NamedTuple):
     text: str
     memory: Retrieved
     usage: dict[str, int]
-    remembered: bool  # the exchange became a turn of memory
+    remembered: bool  # the answer became memory (with the query, as a turn)
 
 
 class ResponseService:
@@ -295,8 +295,9 @@ class ResponseService:
     async def respond(
         self, user_id: str, query: str, assistant_id: str | None = None, record: bool = True
     ) -> Responded:
-        """Answer with memory; the exchange becomes a turn of the user's memory (``record``),
-        unless the answer only says that the assistant does not know."""
+        """Answer with memory; the exchange becomes a turn of the user's memory (``record``);
+        an answer that only says the assistant does not know is left out of it (the turn
+        keeps the query alone)."""
         if record:
             self.disk.check()  # before the LLM's work, not after it
         memory = await self.retrieve(user_id, query, assistant_id=assistant_id)
@@ -314,17 +315,20 @@ class ResponseService:
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,
         }
-        remembered = record and not says_it_does_not_know(answer.text)
-        if remembered:
+        if record:
+            # A reply that only says it does not know is not memory; what the customer said
+            # is, so the turn keeps the query with an empty response (as an unanswered message).
+            kept = "" if says_it_does_not_know(answer.text) else answer.text[:MAX_TEXT_CHARS]
             turn = TurnEvent(
                 user_id=user_id,
                 turn_id=f"respond-{uuid4().hex}",
                 query=query,
-                response=answer.text[:MAX_TEXT_CHARS],  # a long answer is kept whole in the reply
+                response=kept,  # a long answer is kept whole in the reply
                 timestamp=datetime.fromtimestamp(self.deps.clock.now(), UTC),
                 assistant_id=assistant_id,
             )
             await self.write_turns([turn])
+        remembered = record and not says_it_does_not_know(answer.text)
         return Responded(answer.text, memory, usage, remembered)
 
     async def persona(self, user_id: str, assistant_id: str | None = None) -> Persona:

@@ -57,7 +57,7 @@ async def test_a_line_a_body_and_a_record_are_judged_alike(
 ) -> None:
     raw = orjson.dumps(line)
     ingest = verdict(lambda: decode_accepted(TurnEvent, raw, "turn_id", Accepted.now()))
-    topic = verdict(lambda: decode_turn_input(raw, Accepted.of_record(TURNS, 0, 7, 1.7e9)))
+    topic = verdict(lambda: decode_turn_input(raw, Accepted.of_record(TURNS, 0, 7, 1.7e9, raw)))
     api = await http_verdict(client, line)
     if field is None:
         assert (ingest, topic, api) == (None, None, None)
@@ -78,3 +78,25 @@ async def test_a_raw_record_without_id_or_time_is_placed_and_a_replay_keeps_its_
     await pipeline.drain()
     assert [p.turn_id for p in await pipeline.deps.repo.stm_pages("ann")] == [page.turn_id]
     assert not pipeline.dead_letters()
+
+
+def test_raw_defaults_keep_across_a_replay_and_differ_after_a_broker_starts_again() -> None:
+    """The embedded broker starts its offsets again after a restart: offset 0 then holds
+    another record, which must not land on the first one's id."""
+    first = orjson.dumps({"user_id": "bob", "query": "Ana is a pilot.", "response": "Nice."})
+    later = orjson.dumps({"user_id": "bob", "query": "I'm allergic to peanuts.", "response": "Ok."})
+    replayed = [
+        decode_turn_input(first, Accepted.of_record(TURNS, 2, 0, 1.7e9, first)) for _ in range(2)
+    ]
+    assert replayed[0] == replayed[1]
+    reset = decode_turn_input(later, Accepted.of_record(TURNS, 2, 0, 1.8e9, later))
+    assert isinstance(reset, TurnEvent)
+    assert isinstance(replayed[0], TurnEvent)
+    assert reset.turn_id != replayed[0].turn_id
+    for hostile_time in (None, 0.0, -0.001, 253402300800.0):  # none, zero, "no time", year 10000
+        turn = decode_turn_input(first, Accepted.of_record(TURNS, 2, 0, hostile_time, first))
+        assert isinstance(turn, TurnEvent)
+    dated = orjson.dumps(
+        {"user_id": "bob", "query": "q", "response": "r", "timestamp": "2024-01-01"}
+    )
+    assert decode_turn_input(dated, Accepted.of_record(TURNS, 2, 0, 253402300800.0, dated))
