@@ -100,7 +100,7 @@ def decode(model: type[Model], raw: bytes | str | dict[str, Any]) -> Model:
         return model.model_validate(data)
     except ValidationError as exc:
         field, message = describe(exc)
-        raise InvalidEvent(message, field=field) from None
+        raise InvalidEvent(message, field=field, problems=describe_all(exc)) from None
 
 
 def _bytes(raw: bytes | str) -> bytes:

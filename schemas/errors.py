@@ -34,9 +34,17 @@ class ConfigError(MemoryOSError):
 class InvalidEvent(MemoryOSError):
     """An event or request body failed validation; the message names the field."""
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        problems: list[tuple[str, str]] | None = None,
+    ) -> None:
+        """``problems``: every (field, message) when there are several (``field`` the first)."""
         super().__init__(message)
         self.field = field
+        self.problems = problems or [(field or "body", message)]
 
 
 class UnauthorizedForget(InvalidEvent):

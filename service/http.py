@@ -112,7 +112,7 @@ class RespondIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: Annotated[Text, Field(min_length=1)]
     assistant_id: Id | None = None
-    remember: bool = Field(
+    remember: bool | None = Field(
         True,
         description="store the exchange as a turn of the user's memory (the paper's "
         "behaviour); false for drafts and internal questions. A reply that only says the "
@@ -220,7 +220,9 @@ def create_http_app(
 
     @app.exception_handler(InvalidEvent)
     async def invalid_event(_: Request, exc: InvalidEvent) -> JSONResponse:
-        return _error(422, str(exc), exc.field)
+        errors = [{"field": field, "error": message} for field, message in exc.problems]
+        body = {"error": str(exc), "field": exc.field, "errors": errors}
+        return JSONResponse(body, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -382,7 +384,7 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
         """Answer with memory through the LLM; the exchange is remembered unless
         ``remember`` is false (a reply that only says it does not know: the query alone)."""
         answered = await service.respond(
-            user_id, body.query, body.assistant_id, record=body.remember
+            user_id, body.query, body.assistant_id, record=body.remember is not False
         )
         return {
             "response": answered.text,

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from memory.pairing import message_digest
 from schemas.accept import Accepted, with_defaults
-from schemas.codec import describe
+from schemas.codec import describe, describe_all
 from schemas.errors import InvalidEvent
 from schemas.message import MessageEvent
 from service.models import MessagesAccepted, error_responses
@@ -31,7 +31,7 @@ def message_of(item: Any) -> MessageEvent:
         return MessageEvent.model_validate(with_defaults(item, "message_id", Accepted.now()))
     except ValidationError as exc:
         field, message = describe(exc)
-        raise InvalidEvent(message, field=field) from None
+        raise InvalidEvent(message, field=field, problems=describe_all(exc)) from None
 
 
 def add_message_routes(app: FastAPI, service: ResponseService) -> None:
@@ -51,7 +51,11 @@ def add_message_routes(app: FastAPI, service: ResponseService) -> None:
         else:
             single = False
         if not isinstance(body, list):
-            raise InvalidEvent("expected a message object or a list of them", field="body")
+            raise InvalidEvent(
+                "expected a message object or a list of them, as JSON (send it with "
+                "Content-Type: application/json)",
+                field="body",
+            )
         if len(body) > MAX_ITEMS:
             raise InvalidEvent(f"at most {MAX_ITEMS} messages per request", field="body")
         results: list[dict[str, Any]] = []

@@ -13,7 +13,8 @@ NOISY = ("aiokafka", "faust", "mode")
 
 
 class RateLimit(logging.Filter):
-    """At most one record per (logger, message template) every ``interval_s`` seconds."""
+    """At most one record per (logger, message as shown) every ``interval_s`` seconds; the
+    count held back rides on the next one let through."""
 
     def __init__(
         self, interval_s: float = INTERVAL_S, clock: Callable[[], float] = time.monotonic
@@ -27,7 +28,9 @@ class RateLimit(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING or record.name.split(".")[0] not in NOISY:
             return True
-        kind = (record.name, str(record.msg))
+        if record.exc_info:
+            return True  # a crash with its traceback (an agent's, say) is never held back
+        kind = (record.name, record.getMessage())  # as shown: one agent's crash is not another's
         now = self.clock()
         last = self._last.get(kind)
         if last is not None and now - last < self.interval_s:

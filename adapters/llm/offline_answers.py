@@ -17,6 +17,7 @@ from adapters.llm.extractive import Line, dialogue_lines, sentences, tokens
 NOTHING_REMEMBERED = "I'm sorry, I don't have anything about that from our conversations yet."
 I_DONT_KNOW = "I don't know."
 MIN_CONTENT_WORDS = 2  # fewer after the opener is stripped: chit-chat, not a fact
+_WHO_I_AM = re.compile(r"^(?:I'm|I am|my name is|call me)\s+[A-Z]", re.IGNORECASE)
 
 # Second person for a reply that quotes what the user said ("my dog" -> "your dog").
 _YOU = {
@@ -45,7 +46,12 @@ _OPENER = re.compile(
     r"\b[\s,!.:-]*)+",
     re.IGNORECASE,
 )
-_LABEL = re.compile(r"^[\w' ]{1,30}:\s+")  # "Different question: ..."
+# "Different question: ...": a label of the conversation, not "My new address: 5 Elm Street"
+_LABEL = re.compile(
+    r"^(?:(?:a |one )?(?:different|another|other|quick|last|new|side) (?:question|thing|topic)"
+    r"|one (?:more )?thing|also|btw|ps|update|question|note):\s+",
+    re.IGNORECASE,
+)
 _ABOUT_ME = re.compile(
     r"\b(?:what do you (?:know|remember) about me|who am i|tell me about (?:me|myself)|"
     r"what have i told you)\b",
@@ -96,8 +102,8 @@ def best_sentence(query: str, said: Sequence[Line]) -> Line | None:
                 continue  # questions are what we are answering, not answers
             statement = plain(sentence)
             content = tokens(statement)
-            if len(content) < MIN_CONTENT_WORDS:
-                continue
+            if len(content) < MIN_CONTENT_WORDS and not _WHO_I_AM.match(statement):
+                continue  # "It's Alice again.": chit-chat; "I'm Sam.": who they are
             rank = (len(wanted & content), 0 if line.speaker == "assistant" else 1)
             if rank[0] > 0 and rank > best_rank:
                 best, best_rank = Line(line.speaker, statement), rank

@@ -9,6 +9,7 @@ alike, with the same k as the Edge adapter. The parametrised RRF needs Qdrant se
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,10 @@ from adapters.stores.common import (
     to_point,
 )
 from schemas.errors import StoreError
+
+# The client checks the server's version in a thread of its own and warns when it cannot
+# reach it; a store that cannot be reached fails our first call, whose error names the setting.
+warnings.filterwarnings("ignore", message="Failed to obtain server version", category=UserWarning)
 
 
 class QdrantStore:

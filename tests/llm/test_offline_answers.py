@@ -61,3 +61,13 @@ def test_what_do_you_know_about_me_answers_from_the_profile_and_facts() -> None:
         "You told me: you have a dog named Miso; you're allergic to latex."
     )
     assert chat_answer("What do you know about me?", [BOOTS]) == NOTHING_REMEMBERED
+
+
+def test_a_fact_written_as_label_and_value_and_a_short_one_are_found() -> None:
+    address = page("My new address: 5 Elm Street.", "Updated.")
+    assert chat_answer("What is my new address?", [address]) == (
+        "You told me that your new address: 5 Elm Street."
+    )
+    assert chat_answer("What is my name? Sam?", [page("hey I'm Sam", "Hi Sam!")]) == (
+        "You told me that you're Sam."
+    )

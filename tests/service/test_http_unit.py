@@ -582,3 +582,17 @@ async def test_every_problem_of_a_bad_body_is_listed_with_its_field(
     ]
     unlabelled = await client.post("/v1/users/alice/turns", content=b"query=hi", headers=AUTH)
     assert "Content-Type: application/json" in error_of(unlabelled, 422)["error"]
+
+
+async def test_a_bad_message_lists_every_problem_and_remember_null_is_the_default(
+    client: httpx.AsyncClient, fake: FakeMemory
+) -> None:
+    bad = {"user_id": "alice", "role": "bot", "text": 5}
+    body = error_of(await client.post("/v1/messages", json=bad, headers=AUTH), 422)
+    assert [e["field"] for e in body["errors"]] == ["conversation_id", "role", "text"]
+    plain = await client.post("/v1/messages", content=b"hello", headers=AUTH)
+    assert "Content-Type: application/json" in plain.json()["error"]
+    reply = await client.post(
+        "/v1/users/alice/respond", json={"query": "tea?", "remember": None}, headers=AUTH
+    )
+    assert reply.json()["remembered"] is True

@@ -7,8 +7,10 @@ import logging
 from streams.log_rate import RateLimit
 
 
-def record(name: str, msg: str, level: int = logging.ERROR) -> logging.LogRecord:
-    return logging.LogRecord(name, level, __file__, 1, msg, None, None)
+def record(
+    name: str, msg: str, level: int = logging.ERROR, args: tuple[object, ...] = ()
+) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, msg, args, None)
 
 
 def test_repeated_broker_client_errors_pass_once_per_interval_with_the_count() -> None:
@@ -25,3 +27,17 @@ def test_repeated_broker_client_errors_pass_once_per_interval_with_the_count() -
     assert passed[1].endswith("(999 more like this in the last 10 s)")
     assert limit.filter(record("memoryos.stack", "something else"))  # ours always pass
     assert limit.filter(record("aiokafka", "info", logging.INFO))
+
+
+def test_a_crash_with_its_traceback_and_each_agents_line_always_pass() -> None:
+    limit = RateLimit(10.0, clock=lambda: 0.0)
+    crashes = [record("faust.agents.agent", "Agent %r crashed", args=(name,)) for name in "abc"]
+    assert all(limit.filter(crash) for crash in crashes)  # three agents, three lines
+    with_trace = record("faust.agents.agent", "Agent %r crashed", args=("a",))
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        import sys
+
+        with_trace.exc_info = sys.exc_info()
+    assert limit.filter(with_trace)
