@@ -107,9 +107,10 @@ class AsyncMemoryClient:
         return await self._send(calls.retrieve(user_id, query, top_k, assistant_id))
 
     async def respond(
-        self, user_id: str, query: str, *, assistant_id: str | None = None
+        self, user_id: str, query: str, *, assistant_id: str | None = None, remember: bool = True
     ) -> RespondResponse:
-        return await self._send(calls.respond(user_id, query, assistant_id))
+        """``remember=False``: an answer for a draft, not kept in the user's memory."""
+        return await self._send(calls.respond(user_id, query, assistant_id, remember))
 
     async def get_memory(self, user_id: str) -> MemoryResponse:
         return await self._send(calls.get_memory(user_id))

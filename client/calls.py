@@ -112,8 +112,10 @@ def retrieve(
     return Call("POST", f"/v1/users/{_id(user_id)}/retrieve", _model(RetrieveResponse), body)
 
 
-def respond(user_id: str, query: str, assistant_id: str | None) -> Call[RespondResponse]:
-    body = _present(query=query, assistant_id=assistant_id)
+def respond(
+    user_id: str, query: str, assistant_id: str | None, remember: bool = True
+) -> Call[RespondResponse]:
+    body = _present(query=query, assistant_id=assistant_id, remember=remember)
     return Call("POST", f"/v1/users/{_id(user_id)}/respond", _model(RespondResponse), body)
 
 

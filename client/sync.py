@@ -112,9 +112,10 @@ class MemoryClient:
         return self._send(calls.retrieve(user_id, query, top_k, assistant_id))
 
     def respond(
-        self, user_id: str, query: str, *, assistant_id: str | None = None
+        self, user_id: str, query: str, *, assistant_id: str | None = None, remember: bool = True
     ) -> RespondResponse:
-        return self._send(calls.respond(user_id, query, assistant_id))
+        """``remember=False``: an answer for a draft, not kept in the user's memory."""
+        return self._send(calls.respond(user_id, query, assistant_id, remember))
 
     def get_memory(self, user_id: str) -> MemoryResponse:
         return self._send(calls.get_memory(user_id))

@@ -104,6 +104,9 @@ async def test_every_route_through_the_sync_client(up: UpProcess) -> None:
             assert {"wa-1", "mail-1"} <= channels
             found = memory.retrieve("carol", "parcel", assistant_id="billing", top_k=3)
             assert (found.user_profile, found.agent_profile) == (profile.profile, bot.profile)
+            draft = memory.respond("carol", "Draft a delay note", remember=False)
+            assert draft.response
+            assert draft.remembered is False
             answer = memory.respond("carol", "Where is my parcel?", assistant_id="billing")
             assert answer.response
             deleted = memory.forget_user("carol")
