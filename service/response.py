@@ -315,10 +315,11 @@ class ResponseService:
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,
         }
+        remembered = record and not says_it_does_not_know(answer.text)
         if record:
             # A reply that only says it does not know is not memory; what the customer said
             # is, so the turn keeps the query with an empty response (as an unanswered message).
-            kept = "" if says_it_does_not_know(answer.text) else answer.text[:MAX_TEXT_CHARS]
+            kept = answer.text[:MAX_TEXT_CHARS] if remembered else ""
             turn = TurnEvent(
                 user_id=user_id,
                 turn_id=f"respond-{uuid4().hex}",
@@ -328,7 +329,6 @@ class ResponseService:
                 assistant_id=assistant_id,
             )
             await self.write_turns([turn])
-        remembered = record and not says_it_does_not_know(answer.text)
         return Responded(answer.text, memory, usage, remembered)
 
     async def persona(self, user_id: str, assistant_id: str | None = None) -> Persona:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import itertools
 import logging
 import socket
@@ -58,9 +59,14 @@ def bind_http(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
+        taken = exc.errno == errno.EADDRINUSE
         raise ConfigError(
-            f"cannot listen on {host}:{port} ({exc.strerror}): another process has it; "
-            "set MEMORYOS_PORT (or --port) to a free port"
+            f"cannot listen on {host}:{port} ({exc.strerror}): "
+            + (
+                "another process has it; set MEMORYOS_PORT (or --port) to a free port"
+                if taken
+                else "set MEMORYOS_HOST (or --host) to an address of this machine"
+            )
         ) from None
     return sock
 
