@@ -48,20 +48,19 @@ TOOLS = {
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def stack(
-    tmp_path_factory: pytest.TempPathFactory, fake_openai_server: FakeOpenAI
-) -> AsyncIterator[Stack]:
-    # Embeddings from the fake OpenAI server: these tests are about MCP, and loading the
-    # local model would double their time.
-    embedder = {
-        "embedder": "openai",
-        "openai_base_url": fake_openai_server.base_url,
-        "openai_api_key": "test-key",
-        "embedding_model": "fake-embedding",
-    }
-    data_dir = tmp_path_factory.mktemp("mcp")
-    async with running_stack(data_dir, stm_capacity=3, api_keys=API_KEY, **embedder) as running:
-        yield running
+async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    # Embeddings from a fake OpenAI server of the module's own (a shared one may hold another
+    # test's faults): these tests are about MCP, and the local model would double their time.
+    with FakeOpenAI() as server:
+        embedder = {
+            "embedder": "openai",
+            "openai_base_url": server.base_url,
+            "openai_api_key": "test-key",
+            "embedding_model": "fake-embedding",
+        }
+        data_dir = tmp_path_factory.mktemp("mcp")
+        async with running_stack(data_dir, stm_capacity=3, api_keys=API_KEY, **embedder) as running:
+            yield running
 
 
 def url_of(stack: Stack) -> str:

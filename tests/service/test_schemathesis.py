@@ -62,26 +62,26 @@ schema = schemathesis.openapi.from_dict(SPEC)
 
 
 @pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, fake_openai_server: FakeOpenAI
-) -> Iterator[UpProcess]:
-    # Embeddings come from the fake OpenAI server: this run is about the HTTP contract, and
-    # the local model (robust to any text, see its contract tests) would double the time.
-    process = UpProcess(
-        Path(tmp_path_factory.mktemp("schemathesis")),
-        MEMORYOS_API_KEYS=API_KEY,
-        MEMORYOS_STM_CAPACITY="3",
-        MEMORYOS_EMBEDDER="openai",
-        MEMORYOS_OPENAI_BASE_URL=fake_openai_server.base_url,
-        MEMORYOS_OPENAI_API_KEY="test-key",
-        MEMORYOS_EMBEDDING_MODEL="fake-embedding",
-    )
-    process.start()
-    try:
-        asyncio.run(process.wait_ready())
-        yield process
-    finally:
-        process.terminate()
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+    # Embeddings come from a fake OpenAI server of the module's own (a shared one may hold
+    # another test's faults): this run is about the HTTP contract, and the local model
+    # (robust to any text, see its contract tests) would double the time.
+    with FakeOpenAI() as embeddings:
+        process = UpProcess(
+            Path(tmp_path_factory.mktemp("schemathesis")),
+            MEMORYOS_API_KEYS=API_KEY,
+            MEMORYOS_STM_CAPACITY="3",
+            MEMORYOS_EMBEDDER="openai",
+            MEMORYOS_OPENAI_BASE_URL=embeddings.base_url,
+            MEMORYOS_OPENAI_API_KEY="test-key",
+            MEMORYOS_EMBEDDING_MODEL="fake-embedding",
+        )
+        process.start()
+        try:
+            asyncio.run(process.wait_ready())
+            yield process
+        finally:
+            process.terminate()
 
 
 def test_the_server_serves_this_spec(server: UpProcess) -> None:

@@ -48,9 +48,12 @@ def fake_openai_server() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture
-def fake_openai(fake_openai_server: FakeOpenAI) -> FakeOpenAI:
+def fake_openai(fake_openai_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
+    """The shared server, reset before and after: faults a test injected and did not use
+    must not reach the next test a worker runs (pytest-xdist orders files as it likes)."""
     fake_openai_server.reset()
-    return fake_openai_server
+    yield fake_openai_server
+    fake_openai_server.reset()
 
 
 @pytest.fixture
