@@ -15,7 +15,7 @@ from schemas.turn import TurnEvent
 from streams.cli import build_parser, main
 from streams.cli_help import EXAMPLE_TURN, HELP
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
 GROUPS = {"eval"}  # commands that only hold subcommands: their subcommands have the README rows
 
 
