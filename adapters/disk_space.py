@@ -22,7 +22,10 @@ MIB = 1 << 20
 
 
 def free_bytes_of(path: Path) -> int:
-    """Bytes an unprivileged writer may still use on the file system holding ``path``."""
+    """Bytes an unprivileged writer may still use on the file system that holds (or will hold)
+    ``path``: its nearest existing folder's."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
     stat = os.statvfs(path)
     return stat.f_bavail * stat.f_frsize
 
@@ -38,7 +41,6 @@ class DiskGuard:
     on_reading: Callable[[int], None] | None = None  # the metric's setter
 
     def free_bytes(self) -> int:
-        self.path.mkdir(parents=True, exist_ok=True)
         free = self.free_of(self.path)
         if self.on_reading is not None:
             self.on_reading(free)

@@ -413,16 +413,15 @@ class MemoryRepository:
         }
 
     async def forget_user(self, user_id: str, at: float) -> dict[str, int]:
-        """Delete every point of the user, then leave a tombstone dated ``at``.
+        """Delete every point of the user, then leave a tombstone dated ``at`` (a DELETE calls
+        ``open_forget`` first, so a failure part-way leaves a DELETE its marker completes).
 
         The tombstone authorises the forget marker that follows the user's events through
         the stages. Until the last stage has seen that marker, reads show nothing.
         """
         counts = await self.count_user(user_id)
-        # The tombstone first: a failure part-way leaves an open DELETE that its marker
-        # completes, not a half-deleted user that nothing knows about. It is in the user's
+        # The DELETE wrote its tombstone first (``open_forget``); it is among the user's
         # documents, so it is written again once they are gone.
-        await self.open_forget(user_id, at)
         for collection in (PAGES, SEGMENTS, USER_KNOWLEDGE, AGENT_TRAITS, PERSONAS):
             await self.store.delete_user(collection, user_id)
         await self.save_doc(user_id, TOMBSTONE_DOC, {"deleted_at": at})

@@ -99,4 +99,6 @@ def test_raw_defaults_keep_across_a_replay_and_differ_after_a_broker_starts_agai
     dated = orjson.dumps(
         {"user_id": "bob", "query": "q", "response": "r", "timestamp": "2024-01-01"}
     )
-    assert decode_turn_input(dated, Accepted.of_record(TURNS, 2, 0, 253402300800.0, dated))
+    own = decode_turn_input(dated, Accepted.of_record(TURNS, 2, 0, 253402300800.0, dated))
+    assert isinstance(own, TurnEvent)
+    assert own.timestamp.year == 2024  # the record's own time, not the Kafka one

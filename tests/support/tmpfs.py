@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.disk_space import free_bytes_of as free_bytes
+
 MIB = 1 << 20
 
 
@@ -24,11 +26,6 @@ def mounted_tmpfs(path: Path, size_mb: int) -> Iterator[Path]:
         yield path
     finally:
         subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def free_bytes(path: Path) -> int:
-    stat = os.statvfs(path)
-    return stat.f_bavail * stat.f_frsize
 
 
 def fill_until(path: Path, free_left: int) -> Path:
