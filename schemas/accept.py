@@ -8,9 +8,10 @@ message) and, for a message, ``conversation_id``. Optional, with the same defaul
   clock; a raw topic takes the record's own Kafka timestamp, which a replay keeps.
 - ``turn_id`` / ``message_id``: made from what the entry accepted. The API takes a new random
   id; `memoryos ingest` one from the file's line and its content, so a second run of the same
-  file adds nothing; a raw topic one from the record's topic, partition, offset, Kafka timestamp
-  and bytes: a replay of that record lands on the same id, and a broker that starts its offsets
-  again (the embedded one, after a restart) does not reuse an id.
+  file adds nothing; a raw topic one from the record's topic, partition, Kafka timestamp and
+  bytes (and its offset when it has no timestamp): a replay, or a producer's retry of the same
+  record, lands on the same id, and a broker that starts its offsets again (the embedded one,
+  after a restart) does not reuse one.
 """
 
 from __future__ import annotations
@@ -47,8 +48,11 @@ class Accepted:
         out of range: now) and a digest of its bytes."""
         valid = at_s is not None and 0 < at_s <= _LATEST_S
         digest = hashlib.sha256(value).hexdigest()[:32]
-        stamp = f"{at_s:.3f}" if valid else "-"
-        return cls(at_s if valid else None, f"{topic}/{partition}/{offset}/{stamp}/{digest}")
+        if valid:
+            # The same bytes at the same time are one record sent twice (a producer's retry):
+            # one id, whatever offsets the copies got.
+            return cls(at_s, f"{topic}/{partition}/{at_s:.3f}/{digest}")
+        return cls(None, f"{topic}/{partition}/{offset}/-/{digest}")
 
     def at(self) -> datetime:
         return datetime.fromtimestamp(self.at_s, UTC) if self.at_s else datetime.now(UTC)

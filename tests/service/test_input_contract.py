@@ -89,6 +89,8 @@ def test_raw_defaults_keep_across_a_replay_and_differ_after_a_broker_starts_agai
         decode_turn_input(first, Accepted.of_record(TURNS, 2, 0, 1.7e9, first)) for _ in range(2)
     ]
     assert replayed[0] == replayed[1]
+    retried = decode_turn_input(first, Accepted.of_record(TURNS, 2, 1, 1.7e9, first))
+    assert retried == replayed[0]  # a producer's retry at another offset: the same turn
     reset = decode_turn_input(later, Accepted.of_record(TURNS, 2, 0, 1.8e9, later))
     assert isinstance(reset, TurnEvent)
     assert isinstance(replayed[0], TurnEvent)
