@@ -39,8 +39,8 @@ class ChainAgent(OrderedStage):
         self.runner = runner
 
     async def prepare(self, events: Sequence[Any]) -> list[Consumed[TurnInput]]:
-        """Decode the batch and embed all its turns in one call: batched MiniLM is ~3x faster
-        than one text at a time."""
+        """Decode the batch and embed all its turns in one call: batched MiniLM costs far less
+        per text than one text at a time."""
         items = await self.runner.decode_batch(events)
         turns = [item.record for item in items if isinstance(item.record, TurnEvent)]
         try:
@@ -138,7 +138,7 @@ class ChainAgent(OrderedStage):
         The table entry (sealed: its changelog is on the broker) is a cache; without it the
         tail comes from the store and the generation from the user's tombstone."""
         cached = self.tails.get(user_id)
-        if isinstance(cached, dict) and "gen" in cached:  # not an entry of an older release
+        if isinstance(cached, dict) and "gen" in cached:  # an older format (no "gen") is not used
             gen = int(cached["gen"])
             opened = await self.deps.keyring.open_value(cached["tail"])
             # Unreadable: its key is destroyed by a DELETE whose marker is still to come.

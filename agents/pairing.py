@@ -95,7 +95,7 @@ class PairingAgent(OrderedStage):
         if turns:
             # Asked again where the write holds the user's lock: a DELETE that was deleting
             # when the check above ran has its tombstone by then, and these turns, made of
-            # messages sent before it, must not follow its marker (found by review).
+            # messages sent before it, must not follow its marker.
             await self.write_turns(turns, lambda: self._sent_before_a_delete(state, event.user_id))
         data = state.to_dict()
         waiting = int(state.waiting > 0)  # 0/1: not every engine matches a boolean
