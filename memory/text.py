@@ -122,7 +122,8 @@ def _is_short(base: str) -> bool:
 @lru_cache(maxsize=1 << 14)
 def phrase_tokens(keywords: tuple[str, ...]) -> frozenset[str]:
     """``keyword_set`` of a segment's stored keywords, cached: retrieval scores the same
-    segments' keywords over and over (tokenizing them was 40% of a retrieve, profiled)."""
+    segments' keywords over and over, and tokenizing them each time was a large share of a
+    retrieve's time."""
     return frozenset(keyword_set(keywords))
 
 
@@ -180,8 +181,9 @@ def lexical_vector(text: str) -> dict[int, float]:
     The collection's sparse vector uses Qdrant's IDF modifier, which computes the inverse
     document frequency server-side over the stored points; we supply BM25's saturated term
     frequency, tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl)), with a fixed average
-    length since a page cannot know the collection's. Measured on LoCoMo this beat 1 + log(tf)
-    (see README). Two tokens whose indices collide share one entry (their counts add up).
+    length since a page cannot know the collection's. On LoCoMo this found more evidence than
+    1 + log(tf) (docs/architecture.md, "What it implements"). Two tokens whose indices collide
+    share one entry (their counts add up).
     """
     counts = Counter(token_index(token) for token in tokenize(text))
     length = sum(counts.values())
