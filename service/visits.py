@@ -1,8 +1,8 @@
 """A retrieval's visit (N_visit + 1, a fresh access time), sent off the request's path.
 
-A retrieve used to await the visit's send: on the embedded stack a send waits while a broker
-roll holds the gate, so every retrieve during a roll waited for it, and past the gate's bound
-answered 503 with its memory already read. The visit is bookkeeping for heat, and the MTM
+A retrieve does not await the visit's send: on the embedded stack a send waits while a broker
+roll holds the gate, so every retrieve during a roll would wait for it, and past the gate's
+bound answer 503 with its memory already read. The visit is bookkeeping for heat, and the MTM
 stage takes visits in any order (an access time never moves backwards; ``memory/mtm.py``), so
 it goes out in a task of its own. What that gives up: a visit whose send fails, or is in
 flight when the process is killed, is not counted; it is logged and counted, never retried.
@@ -10,9 +10,8 @@ flight when the process is killed, is not counted; it is logged and counted, nev
 A user's visits within ``linger_s`` of the first go out as one record, the way a Kafka
 producer lingers to batch: each segment carries how many retrievals hit it (``counts``) and
 when the last did (``times``), so N_visit and the access times are those of a record per
-retrieval. One record per retrieve cost the event
-loop about a millisecond per retrieve in sends, consumption and heat writes (issue 19). A
-stop sends what lingers at once.
+retrieval. One record per retrieve cost the event loop a good part of each retrieve's time in
+sends, consumption and heat writes (docs/benchmarks.md). A stop sends what lingers at once.
 """
 
 from __future__ import annotations
