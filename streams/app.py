@@ -75,8 +75,8 @@ class MemoryApp:
         DELETE's marker returns once the broker has it (acks=all), within
         ``DELIVERY_TIMEOUT_S``: Faust's send hands back the delivery's future unawaited, and
         an acknowledged turn could be lost with the process. With the journal (the embedded
-        broker) sends stay buffered: waiting for each one made a roll's catch-up send one
-        record per round trip, slower than a bulk ingest journals them (a review)."""
+        broker) sends stay buffered: waiting for each one would make a roll's catch-up send one
+        record per round trip, slower than a bulk ingest journals them."""
         durable = self.await_delivery and topic in DELIVERED and current_event() is None
         try:
             delivery = await self.senders[topic](key=key, value=value)
@@ -119,7 +119,7 @@ def create_app(
         datadir=str(settings.data_dir / "faust"),
         table_cleanup_interval=300.0,
     )
-    configs = topic_configs(settings)  # retention per topic (issue 18)
+    configs = topic_configs(settings)  # retention per topic (streams/retention.py)
     topics = {
         name: app.topic(
             name,
@@ -147,7 +147,7 @@ def create_app(
             partitions=settings.topic_partitions,
             key_type=str,
             value_type=None,
-            extra_topic_configs=compacted(settings),  # retention per topic (issue 18)
+            extra_topic_configs=compacted(settings),  # retention per topic
         )
 
     def by_root(record: Any) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # One line per command: the command list of `memoryos --help`, the first line of the command's
-# own --help, and (a test checks) the README's Commands table.
+# own --help, and (a test checks) the Commands table of docs/usage.md.
 HELP = {
     "up": "start broker, pipeline and HTTP API on this machine",
     "ingest": "load chat history from a JSONL file into memory",

@@ -2,7 +2,8 @@
 
 faust-streaming hard-codes ``fetch_max_wait_ms=1500``. Kafka answers a waiting fetch as soon as
 data arrives, but the embedded Tansu broker holds it for the whole wait, so each hop of the
-pipeline cost up to 1.5 s (measured: read-your-writes 1.3 s -> 0.3 s at 100 ms).
+pipeline could take up to 1.5 s. Here the wait is a setting
+(``MEMORYOS_CONSUMER_FETCH_MAX_WAIT_MS``; docs/configuration.md says why it is short).
 """
 
 from __future__ import annotations

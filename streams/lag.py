@@ -48,8 +48,8 @@ class LagProbe:
 
     async def lag(self, timeout_s: float | None = None) -> Lag:
         """Records not yet committed per partition. Bounded: a probe whose broker went away
-        (a roll replaced it while a call was under way) waited for a coordinator forever,
-        and a soak's sampling hung for good on one such call."""
+        (a roll replaced it while a call was under way) would wait for a coordinator forever,
+        and whoever samples the lag would hang with it."""
         bound_s = LAG_TIMEOUT_S if timeout_s is None else timeout_s
         try:
             async with asyncio.timeout(bound_s):

@@ -11,7 +11,7 @@
   within the turns' retention, so the changelogs keep the same privacy bound.
 - ``memoryos.dlq`` keeps dead letters longer (``MEMORYOS_DLQ_RETENTION_S``, 14 days): an
   operator must be able to read and replay them. Dead letters carry text: the one exception to
-  the bound above, said so in the README.
+  the bound above, said so in docs/operations.md ("How long each topic keeps data").
 - Retention and compaction act on closed segments only, so every topic closes a segment at
   least every ``MEMORYOS_TOPIC_SEGMENT_S``: otherwise a quiet partition keeps its records.
 
@@ -83,7 +83,8 @@ async def ensure_topics(bootstrap: str, settings: Settings) -> list[str]:
     Faust creates a topic only if it is missing, and a consumer's metadata request makes a
     broker with auto-creation (Tansu; Kafka's default) create it first, without our settings.
     An existing topic whose settings differ is reported, not changed: Tansu has no
-    AlterConfigs, and on a real Kafka deploy/ applies them (README "Running at scale").
+    AlterConfigs, and on a real Kafka deploy/ applies them (docs/operations.md, "How long each
+    topic keeps data").
     Returns the topics created.
     """
     wanted = topic_configs(settings)

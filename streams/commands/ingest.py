@@ -45,7 +45,7 @@ from streams.progress import Progress, amount, open_progress
 SHOWN_INVALID = 10  # enough to see what is wrong with a file, not a screen per bad line
 DETAIL_EVERY_LINES = 500
 JOURNAL_CHUNK = 256  # turns journaled per fsynced transaction before they are sent
-# Half the API's default body limit (MEMORYOS_MAX_BODY_BYTES, 1 MiB): 256 long turns passed it.
+# Half the API's default body limit (MEMORYOS_MAX_BODY_BYTES, 1 MiB): 256 long turns can pass it.
 MAX_REQUEST_BYTES = 512 * 1024
 
 
