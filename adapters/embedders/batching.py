@@ -1,8 +1,8 @@
 """Micro-batched embedding: concurrent callers share one embedding call.
 
-Inference servers batch requests this way. On two CPU cores MiniLM embeds a batch of 32 in
-about the time of three single texts, so 16 concurrent retrieves, each embedding its query
-alone, would queue behind one another on the model; batched, they ride one call.
+Inference servers batch requests this way. MiniLM embeds a batch in far less time than its
+texts one by one, so concurrent retrieves, each embedding its query alone, would queue behind
+one another on the model; batched, they ride one call.
 
 Adaptive: a call that finds the embedder idle waits ``window_s`` (a few milliseconds) for
 company, then goes; calls arriving while a batch is encoding form the next batch, so there
@@ -10,11 +10,9 @@ is no fixed delay under load and almost none without it.
 
 Batches are small (``MEMORYOS_QUERY_BATCH_MAX``, 8) so that two stages overlap: while one
 batch encodes in the model's thread, the event loop runs the store reads of the callers of the
-batch before. With one batch of all 16 callers they alternated instead: everyone embedded,
-then everyone read the store. Measured with ``evaluation.retrieve_load`` (50 users x 300
-turns, the first ONNX version, one session): 16 callers 73.1 and 72.9 retrieves/s with
-batches of up to 64, 79.8 and 83.2 with up to 8; 64 callers 75.5 against 87.2; one caller the
-same.
+batch before. With one batch of all the callers they alternate instead: everyone embeds,
+then everyone reads the store, and many concurrent callers get fewer retrieves a second
+(``evaluation.retrieve_load`` shows it).
 """
 
 from __future__ import annotations

@@ -3,11 +3,10 @@
 ONNX Runtime's dynamic quantization of the exported fp32 graph: the weights of its matrix
 products become int8, and each activation is quantized at run time with a scale taken from
 the whole tensor. That scale spans every text of a model call, so a text run in a batch would
-get another vector than the same text alone (cosine down to 0.988 seen on LoCoMo questions).
+get another vector than the same text alone, as LoCoMo questions showed.
 The int8 model therefore runs one text per call: a text's vector never depends on what else
-was embedded with it, and one text per call was also the cheaper way on this CPU (LoCoMo
-turns, one thread: 5.5 ms of CPU per turn one at a time against 6.7 in chunks of 8; fp32 in
-chunks of 8, 15.4).
+was embedded with it, and one text per call also took less CPU per text than chunks did on a
+single thread (and both far less than fp32).
 
 The graph is made once from the fp32 graph and kept beside it, with its own probe vectors for
 the check at each load, exactly as the fp32 export is (``minilm_models``). A quantization is
@@ -41,7 +40,7 @@ ONE_TEXT = 1  # texts per model call: see the module's docstring
 # another CPU (an image built on one host runs on others), while a damaged or foreign graph
 # falls far below this.
 SAME_GRAPH_COSINE = 0.99
-MIN_COSINE = 0.8  # each probe's cosine to its fp32 vector, at the least (seen: 0.87 for "ok", 0.97)
+MIN_COSINE = 0.8  # each probe's cosine to its fp32 vector, at the least (short texts score lowest)
 
 
 def int8_graph_path(cache_dir: Path) -> Path:

@@ -3,22 +3,20 @@
 Both turn a batch of texts into unit-length rows (mean pooling over the tokens, as the
 model's sentence-transformers config says). They give the same vectors (the exported graph is
 checked against torch when it is made, and against the vectors saved then at each load), but
-not at the same cost. Measured on this 2-core machine with ``evaluation.embedder_speed`` on
-LoCoMo's texts, ONNX (then on ONNX Runtime's own thread per core, before the lanes below)
-against torch: questions one at a time 168-177 against 57-58 texts/s, in batches of 8 269-288
-against 164-175, turns in batches of 64 70-74 against 33; RSS after 195-201 MB against
-565-575. Two choices make ONNX's figures: texts are sorted by length and run
-8 at a time (a batch padded to its longest text ran 24 turns/s), and ONNX Runtime's memory
-arena is off (with it, every new batch shape kept its buffers: 80 mixed batches grew a process
-from 186 to 545 MB; without it, 185 to 234 MB; about 10% slower on questions).
+not at the same cost: ONNX Runtime embeds more texts a second than torch, in far less
+memory (``evaluation.embedder_speed``; docs/benchmarks.md). Two choices make ONNX's
+cost: texts are sorted by length and run ``CHUNK`` at a time (a whole batch padded to its
+longest text spends much of its work on padding), and ONNX Runtime's memory arena is off
+(with it, every new batch shape keeps its buffers and the process grows with each new shape;
+off, questions run a little slower, the price of a bounded process).
 
 Each model call runs on one thread, and a batch of more than ``CHUNK`` texts runs its chunks
 on ``MEMORYOS_MINILM_THREADS`` threads at once (lanes), instead of ONNX Runtime splitting every
-call over a thread per core. A chunk on one thread costs less CPU (questions in batches of 8:
-5.0 against 5.6 ms per text), and a retrieve's query batch then leaves the other core to the
-event loop, which is what limits retrieves under concurrent callers (issue 19; README,
-Results). Turns in batches of 64 still use both cores: 79 texts/s in lanes, 88 with ONNX
-Runtime's threads, 50 on one thread. One question alone is slower: 129 against 195 texts/s.
+call over a thread per core. A chunk on one thread costs less CPU per text, and a retrieve's
+query batch then leaves the other core to the event loop, which is what limits retrieves under
+concurrent callers (docs/benchmarks.md, "Throughput and latency"). Large batches of turns
+still use every core, through the lanes. What it gives up: one question alone is slower on
+one thread than on two.
 
 The ONNX file is exported from the bundled torch model on first use and kept in
 ``MEMORYOS_MODEL_CACHE_DIR``; later processes load it without importing torch.
@@ -59,7 +57,7 @@ PROBES = [
     "Les élèves ont visité le musée d'Orsay — très bien!",
     " ".join(["The parcel was late again and nobody called me back."] * 40),
 ]
-TOLERANCE = 1e-4  # largest difference from torch allowed in any coordinate (seen: 1.8e-7)
+TOLERANCE = 1e-4  # largest difference from torch in any coordinate (an export's are far smaller)
 
 Matrix = npt.NDArray[np.float32]
 
@@ -106,8 +104,8 @@ class OnnxModel:
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1  # the lanes are ours (module docstring)
-        # Every batch has its own shape: the arena kept a buffer per shape and grew the process
-        # from 186 to 545 MB over 80 mixed batches; without it, 185 to 234 MB.
+        # Every batch has its own shape: the arena keeps a buffer per shape and grows the
+        # process with each new one.
         options.enable_cpu_mem_arena = False
         self.session = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(model_path() / "tokenizer.json"))

@@ -1,12 +1,12 @@
 """Where MiniLM runs: in a process of its own (the default) or in a thread of this one.
 
 The model's Python work (tokenizing, filling the input arrays, pooling) needs the GIL, and
-int8 runs each text as a call of its own, so one query batch took and gave back the GIL a
-dozen times. Each time the busy event loop had to stop and wait for it: at 16 concurrent
-callers the loop thread was off the CPU a quarter of the time while it had work (830 voluntary
-context switches a second) and retrieves stopped growing with the callers (issue 19). In a
-process of its own the model shares no GIL with the loop; the loop only writes a request to a
-pipe and reads the answer when it is ready (``model_process``).
+int8 runs each text as a call of its own, so one query batch takes and gives back the GIL a
+dozen times. Each time the busy event loop has to stop and wait for it: with many concurrent
+callers the loop thread sat off the CPU while it had work, and retrieves stopped growing with
+the callers (docs/benchmarks.md, "Throughput and latency"). In a process of its own the model
+shares no GIL with the loop; the loop only writes a request to a pipe and reads the answer
+when it is ready (``model_process``).
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ def encode_and_trim(model: SentenceModel, batch: list[str]) -> Matrix:
     """One batch; glibc's freed pages are handed back after it, whatever happened.
 
     Each batch has its own shape (texts x tokens), so the model allocates and frees buffers of
-    ever new sizes; glibc kept the freed pieces in its arenas and the process grew by about
-    500 MB over 3,000 texts before levelling off (measured, issue 18). Trimming after each
-    batch kept it within about 25 MB of the start over the same 4,000 texts.
+    ever new sizes; glibc keeps the freed pieces in its arenas, and without a trim the process
+    grew far beyond its start before levelling off. Trimming after each batch keeps it close to
+    where it started.
     """
     try:
         return model.encode(batch)
