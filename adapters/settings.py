@@ -24,7 +24,6 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memory.heat import HeatParams
-from memory.ranking import DenseScale
 from schemas.errors import ConfigError
 
 ENV_PREFIX = "MEMORYOS_"
@@ -62,64 +61,6 @@ class Settings(BaseSettings):
         "that ranking (hybrid) fused (RRF) with a lexical search over all the user's MTM pages; "
         "structured: every page of the user scored by lexical + dense evidence, spread to "
         "neighbouring pages and to the page's session (memory/ranking.py)",
-    )
-    rank_pool: int = Field(
-        100, ge=1, le=10_000, description="structured: pages fetched by each of the two searches"
-    )
-    rank_dense_weight: float = Field(
-        0.35, ge=0.0, description="structured: weight of the cosine beside the scaled lexical score"
-    )
-    rank_dense_scale: DenseScale = Field(
-        "pool",
-        description="structured: pool = the cosine stretched over the pool (lowest 0, highest "
-        "1) before it is weighed, as the lexical score is scaled; raw = the cosine as it is",
-    )
-    rank_neighbor_weight: float = Field(
-        0.4, ge=0.0, description="structured: share of a neighbouring page's score a page gets"
-    )
-    rank_session_weight: float = Field(
-        0.0, ge=0.0, description="structured: share of its session's best score a page gets"
-    )
-    rank_common_share: float = Field(
-        0.2,
-        ge=0.0,
-        le=1.0,
-        description="structured: query terms in more of the user's pages than this share are "
-        "left out of the lexical search (1.0: keep all)",
-    )
-    rank_counts_ttl_s: float = Field(
-        30.0,
-        ge=0.0,
-        description="structured: how long a count of the user's pages holding a query term is "
-        "reused (0: counted on every retrieve)",
-    )
-    visit_linger_ms: float = Field(
-        1000.0,
-        ge=0.0,
-        le=60_000.0,
-        description="how long a user's retrieval visits wait to go out together as one record "
-        "(each segment with how many retrievals hit it; 0: each turn of the event loop)",
-    )
-    rank_date_weight: float = Field(
-        0.5,
-        ge=0.0,
-        description="structured: added to a page whose date is in a month or year the question "
-        "names (0: off)",
-    )
-    rank_segment_weight: float = Field(
-        0.0, ge=0.0, description="structured: weight of the page's segment F (scaled to the best)"
-    )
-    rank_feedback_pages: int = Field(
-        0, ge=0, le=100, description="structured: top pages whose terms expand the query (0: off)"
-    )
-    rank_feedback_terms: int = Field(
-        10, ge=0, le=100, description="structured: expansion terms taken from them"
-    )
-    rank_feedback_weight: float = Field(
-        0.3, ge=0.0, le=1.0, description="structured: weight of the expansion terms (RM3 lambda)"
-    )
-    rank_session_gap_s: float = Field(
-        1800.0, gt=0.0, description="structured: a longer pause between pages starts a session"
     )
     segment_vector: Literal["centroid", "summary"] = Field(
         "centroid",
@@ -255,19 +196,6 @@ class Settings(BaseSettings):
     )
     batch_size: int = Field(64, ge=1, le=10_000, description="events an agent takes at once")
     batch_timeout_s: float = Field(0.05, gt=0.0, description="longest wait to fill a batch")
-    query_batch_window_ms: float = Field(
-        2.0,
-        ge=0.0,
-        le=1000.0,
-        description="how long a retrieve's query embedding waits for others to share one call",
-    )
-    query_batch_max: int = Field(
-        8,
-        ge=1,
-        le=4096,
-        description="most query texts embedded in one shared call (small enough that one batch "
-        "encodes while the event loop does the store reads of the one before)",
-    )
     llm_run_max: int = Field(
         8,
         ge=1,

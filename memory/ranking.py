@@ -4,29 +4,26 @@ The paper ranks the pages of the chosen segments by semantic similarity alone. O
 words of a question and the turn that answers it often sit one turn apart ("What did you
 paint?" / "A sunset"), and a question about a day's events matches several turns of that day.
 This module scores a pool of pages (the store's nearest pages by dense and by lexical search)
-in three steps, each a setting with 0 switching it off:
+in two steps:
 
 1. base: lexical score / best lexical score in the pool + ``dense`` x cosine, the cosine
-   stretched over the pool (lowest 0, highest 1) unless ``dense_scale`` is "raw": MiniLM's
-   cosines of one pool sit in a narrow band (0.2 to 0.5), so raw, the dense score barely
-   moved a page against the lexical score's full 0 to 1; plus ``date`` if the page's date is
-   in a month or year the question names ("What did she donate in December 2023?");
+   stretched over the pool (lowest 0, highest 1): MiniLM's cosines of one pool sit in a
+   narrow band, so raw, the dense score would barely move a page against the lexical score's
+   full 0 to 1; plus ``date`` if the page's date is in a month or year the question names
+   ("What did she donate in December 2023?");
 2. neighbours: + ``neighbor`` x the base of the pages just before and after in the same
-   session (``seq`` adjacency), so a turn inherits some of its context's evidence;
-3. session: + ``session`` x the best step-2 score of the page's session (pages less than
-   ``session_gap_s`` apart, by timestamp), a document expansion at the level of a sitting.
+   session (``seq`` adjacency; pages less than ``session_gap_s`` apart by timestamp), so a
+   turn inherits some of its context's evidence.
 
-Pure and deterministic: ties go to the smaller page id.
+The weights are the values that ranked best on LoCoMo (docs/benchmarks.md). Pure and
+deterministic: ties go to the smaller page id.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
-
-DenseScale = Literal["pool", "raw"]
+from typing import NamedTuple
 
 
 class PoolPage(NamedTuple):
@@ -34,7 +31,7 @@ class PoolPage(NamedTuple):
 
     ``lexical`` is 0.0 and ``dense`` is None when that search did not return the page. A
     named tuple, not a frozen dataclass: a retrieve builds a couple of hundred, and a frozen
-    dataclass took three times as long to build (issue 19).
+    dataclass is slower to build.
     """
 
     page_id: str
@@ -42,7 +39,6 @@ class PoolPage(NamedTuple):
     timestamp: float  # seconds since the epoch
     lexical: float = 0.0
     dense: float | None = None
-    prior: float = 0.0  # the page's segment's F against the query, scaled to the best segment
     dated: bool = False  # the page's date falls in a month or year the query names
 
 
@@ -50,27 +46,20 @@ class PoolPage(NamedTuple):
 class RankWeights:
     dense: float = 0.35
     neighbor: float = 0.4
-    session: float = 0.0
-    session_gap_s: float = 1800.0
-    segment: float = 0.0
-    dense_scale: DenseScale = "pool"
-    date: float = 0.0
+    session_gap_s: float = 1800.0  # a longer pause between two pages starts a new session
+    date: float = 0.5
 
 
 def base_scores(
-    pool: Sequence[PoolPage],
-    dense_weight: float,
-    prior_weight: float = 0.0,
-    dense_scale: DenseScale = "pool",
-    date_weight: float = 0.0,
+    pool: Sequence[PoolPage], dense_weight: float, date_weight: float = 0.0
 ) -> dict[str, float]:
-    """Lexical score scaled by the pool's best, plus ``dense_weight`` x cosine, plus
-    ``date_weight`` if the page is of a month or year the query names.
+    """Lexical score scaled by the pool's best, plus ``dense_weight`` x cosine stretched over
+    the pool, plus ``date_weight`` if the page is of a month or year the query names.
 
     A page the dense search did not return gets the lowest cosine seen in the pool (it is
-    at most that close), or 0.0 when no page has one. With ``dense_scale`` "pool" the cosine
-    is stretched to (cosine - lowest) / (highest - lowest) over the pool, like the lexical
-    score, so the weight means the same share whatever the embedder's range of cosines.
+    at most that close), or 0.0 when no page has one. The cosine is stretched to
+    (cosine - lowest) / (highest - lowest) over the pool, like the lexical score, so the weight
+    means the same share whatever the embedder's range of cosines.
     """
     best_lexical = max((page.lexical for page in pool), default=0.0)
     cosines = [page.dense for page in pool if page.dense is not None]
@@ -80,13 +69,9 @@ def base_scores(
     scores: dict[str, float] = {}
     for page in pool:
         cosine = floor if page.dense is None else page.dense
-        if dense_scale == "pool":
-            cosine = (cosine - floor) / spread if spread > 0 else 0.0
+        stretched = (cosine - floor) / spread if spread > 0 else 0.0
         scores[page.page_id] = (
-            page.lexical * scale
-            + dense_weight * cosine
-            + prior_weight * page.prior
-            + (date_weight if page.dated else 0.0)
+            page.lexical * scale + dense_weight * stretched + (date_weight if page.dated else 0.0)
         )
     return scores
 
@@ -110,59 +95,19 @@ def rank_pool(pool: Sequence[PoolPage], weights: RankWeights, k: int) -> list[tu
     if k <= 0 or not pool:
         return []
     unique = list({page.page_id: page for page in pool}.values())
-    base = base_scores(unique, weights.dense, weights.segment, weights.dense_scale, weights.date)
+    base = base_scores(unique, weights.dense, weights.date)
     session_of = sessions(unique, weights.session_gap_s)
     by_seq = {page.seq: page.page_id for page in unique}
-    smoothed: dict[str, float] = {}
+    final: dict[str, float] = {}
     for page in unique:
         score = base[page.page_id]
         for seq in (page.seq - 1, page.seq + 1):
             other = by_seq.get(seq)
             if other is not None and session_of[other] == session_of[page.page_id]:
                 score += weights.neighbor * base[other]
-        smoothed[page.page_id] = score
-    best_of_session: dict[int, float] = {}
-    for page_id, score in smoothed.items():
-        number = session_of[page_id]
-        best_of_session[number] = max(score, best_of_session.get(number, score))
-    final = {
-        page_id: score + weights.session * best_of_session[session_of[page_id]]
-        for page_id, score in smoothed.items()
-    }
+        final[page.page_id] = score
     ordered = sorted(final, key=lambda page_id: (-final[page_id], page_id))
     return [(page_id, final[page_id]) for page_id in ordered[:k]]
-
-
-def expansion_terms(
-    feedback: Sequence[tuple[Sequence[str], float]],
-    document_frequency: dict[str, int],
-    documents: int,
-    query: set[str],
-    limit: int,
-) -> dict[str, float]:
-    """Pseudo-relevance feedback (RM3's relevance model, weighted by IDF): terms of the top
-    pages that the query lacks, as {term: weight}, the heaviest at 1.0.
-
-    ``feedback`` holds each top page's tokens and its score; a term's weight is the
-    score-weighted sum of its share of each page's tokens, times log(1 + N / df) over the
-    ``documents`` pages whose document frequencies are given (rare terms carry the topic).
-    """
-    if limit <= 0 or not feedback:
-        return {}
-    total = sum(max(score, 0.0) for _, score in feedback) or 1.0
-    relevance: dict[str, float] = {}
-    for tokens, score in feedback:
-        if not tokens:
-            continue
-        share = max(score, 0.0) / total / len(tokens)
-        for token in tokens:
-            if token not in query:
-                relevance[token] = relevance.get(token, 0.0) + share
-    for token in relevance:
-        relevance[token] *= math.log(1 + documents / max(1, document_frequency.get(token, 1)))
-    ordered = sorted(relevance, key=lambda token: (-relevance[token], token))[:limit]
-    top = relevance[ordered[0]] if ordered else 0.0
-    return {token: relevance[token] / top for token in ordered if top > 0}
 
 
 def distinctive_terms(

@@ -42,7 +42,7 @@ from service.history import empty_history, user_history
 from service.locks import UserLocks
 from service.structured import structured_pages
 from service.term_counts import TermCounts
-from service.visits import EventSink, VisitSender
+from service.visits import LINGER_S, EventSink, VisitSender
 
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
 
@@ -112,8 +112,8 @@ class ResponseService:
         # takes it alone for its last read, so no write is half done then (streams/stack.py).
         self.writes = aiorwlock.RWLock()
         self._user_locks = UserLocks()
-        self.visits = VisitSender(sink, deps.metrics, deps.settings.visit_linger_ms / 1000)
-        self.term_counts = TermCounts(deps.repo, deps.settings.rank_counts_ttl_s)
+        self.visits = VisitSender(sink, deps.metrics, LINGER_S)
+        self.term_counts = TermCounts(deps.repo)
 
     @tracing.traced("memoryos.add_turns", tracing.of_turns)
     async def add_turns(self, turns: Sequence[TurnEvent]) -> list[str]:
@@ -205,9 +205,8 @@ class ResponseService:
         if await self.forgetting(user_id):
             return Retrieved([], [], Persona(user_id=user_id), [], [])
         vector = (await deps.embedder.embed([query]))[0]
-        # Structured mode reads segments only as its pages' prior; with no prior weight,
-        # reading and parsing them was work for nothing.
-        wants_segments = settings.mtm_retrieval != "structured" or settings.rank_segment_weight > 0
+        # Structured mode ranks pages of either tier directly: it reads no segments.
+        wants_segments = settings.mtm_retrieval != "structured"
         short_term, nearest, persona, knowledge, traits = await asyncio.gather(
             repo.stm_pages(user_id, with_vectors=False),
             repo.nearest_segments(
@@ -236,8 +235,6 @@ class ResponseService:
                 vector,
                 query,
                 k,
-                settings,
-                dict(segment_f),
                 self.term_counts,
                 known=short_term,
             )

@@ -1,9 +1,9 @@
 """How many of a user's pages hold each query term, remembered for a few seconds.
 
-The structured ranking leaves out query terms found in more than ``rank_common_share`` of the
-user's pages. Counting them is one store search per term and a count per retrieve: a fifth of a
-retrieve's time on the event loop (profiled, issue 19), while a user's vocabulary barely moves
-between two retrieves. A count is used for ``rank_counts_ttl_s``; a DELETE drops the user's.
+The structured ranking leaves out query terms found in more than a share of the user's pages.
+Counting them is one store search per term and a count per retrieve, a large part of a
+retrieve's time on the event loop, while a user's vocabulary barely moves between two
+retrieves. A count is used for ``TTL_S``; a DELETE drops the user's.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from adapters.repository import MemoryRepository
 
 MAX_ENTRIES = 100_000  # (user, term) pairs; the oldest go first
+TTL_S = 30.0  # how long a count is reused
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class TermCounts:
     def __init__(
         self,
         repo: MemoryRepository,
-        ttl_s: float,
+        ttl_s: float = TTL_S,
         clock: Callable[[], float] = time.monotonic,
         max_entries: int = MAX_ENTRIES,
     ) -> None:

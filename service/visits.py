@@ -38,6 +38,7 @@ class EventSink(Protocol):
 
 
 MAX_IN_FLIGHT = 1024  # records being sent at once; the others wait for a slot
+LINGER_S = 1.0  # the service's linger: a user's visits of one second make one record
 MAX_LINGERING = 16_384  # users whose visits linger; a visit past it is sent without lingering
 MAX_QUEUED = 16_384  # records sent or waiting for a slot (a roll holds them); more are dropped
 SEND_BOUND_S = 300.0  # past a roll's own bound: a send stuck on a stopped producer ends

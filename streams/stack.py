@@ -254,10 +254,7 @@ class Stack:
         """The service's dependencies: its query embeddings are micro-batched, so concurrent
         retrieves share one embedding call (the stages batch their own)."""
         assert self.deps is not None
-        settings = self.settings
-        batching = MicroBatchingEmbedder(
-            self.deps.embedder, settings.query_batch_window_ms / 1000, settings.query_batch_max
-        )
+        batching = MicroBatchingEmbedder(self.deps.embedder)
         return dataclasses.replace(self.deps, embedder=batching)
 
     # --- the pipeline (worker, reconciler, lag probe), and recycling the broker (issue 18) ---

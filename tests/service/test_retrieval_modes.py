@@ -8,12 +8,14 @@ import pytest
 
 from adapters.repository import MTM, TIERS
 from memory.ids import page_id
+from memory.ranking import RankWeights
 from schemas.codec import dumps
 from schemas.errors import InvalidEvent
 from schemas.records import ChainLink, Page
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
 from service.response import ResponseService
+from service.structured import structured_pages
 from tests.support.fakes import Pipeline, make_deps
 
 TOPICS = ["hiking boots", "sourdough bread", "violin lessons", "tax forms", "garden roses"]
@@ -73,33 +75,10 @@ async def test_an_unknown_mode_is_refused(service: ResponseService) -> None:
         await service.retrieve("ann", "bread", mode="bm25")
 
 
-async def test_feedback_expansion_survives_a_page_deleted_after_the_pool_search(
-    service: ResponseService,
-) -> None:
-    """RM3 reads the pool's texts after the pool search; a page evicted or deleted in between
-    is left out of the expansion instead of failing the retrieve."""
-    repo = service.deps.repo
-    service.deps.settings = service.deps.settings.model_copy(update={"rank_feedback_pages": 3})
-    read = repo.pages_by_id
-    dropped: list[str] = []
-
-    async def one_page_gone(user_id: str, page_ids: list[str]) -> list[object]:
-        if not dropped:
-            dropped.append(page_ids[0])  # the best page of the pool, gone since the search
-        return [page for page in await read(user_id, page_ids) if page.page_id not in dropped]
-
-    repo.pages_by_id = one_page_gone  # type: ignore[assignment, method-assign]
-    memory = await service.retrieve("ann", "What did I say about sourdough?", top_k=2)
-    assert dropped
-    assert all(page.page_id not in dropped for page in memory.context())
-    assert memory.mid_term
-
-
 @pytest.mark.parametrize(
     ("update", "reads_segments"),
     [
-        ({}, False),  # structured, no segment prior: the segments would be read for nothing
-        ({"rank_segment_weight": 0.2}, True),
+        ({}, False),  # structured ranks pages directly: the segments would be read for nothing
         ({"mtm_retrieval": "paper"}, True),
         ({"mtm_retrieval": "fused"}, True),
     ],
@@ -129,7 +108,7 @@ async def test_the_stm_pages_the_ranking_holds_are_not_read_again(
     service: ResponseService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The STM window is read whole at the start of a retrieve; the ranked pages are then read
-    in full, except those of the window (issue 19)."""
+    in full, except those of the window."""
     repo = service.deps.repo
     asked: list[str] = []
     read = repo.pages_by_id
@@ -169,14 +148,24 @@ async def test_a_question_naming_a_month_ranks_that_months_pages_first() -> None
     service = ResponseService(pipeline.deps, NullSink())
     question = "What did I bake in March 2024?"
 
+    vector = (await service.deps.embedder.embed([question]))[0]
+
     async def first(date_weight: float) -> str:
-        settings = service.deps.settings.model_copy(update={"rank_date_weight": date_weight})
-        service.deps.settings = settings
-        memory = await service.retrieve("ann", question, top_k=2)
-        return next(page for page in memory.context()).query
+        ranking, _, pages = await structured_pages(
+            service.deps.repo,
+            "ann",
+            vector,
+            question,
+            2,
+            service.term_counts,
+            weights=RankWeights(date=date_weight),
+        )
+        return pages[ranking[0]].query
 
     assert await first(0.0) == said[0][1]  # the word more often, in fewer words
-    assert await first(0.5) == said[1][1]  # the page of the month asked about
+    assert await first(RankWeights().date) == said[1][1]  # the page of the month asked about
+    memory = await service.retrieve("ann", question, top_k=2)
+    assert next(page for page in memory.context()).query == said[1][1]  # the service's weights
 
 
 async def test_the_pool_holds_every_tier_and_no_other_tier_is_stored() -> None:
