@@ -166,15 +166,13 @@ class MemoryRepository:
         text: str,
         limit: int,
         lexical_only: bool,
-        sparse: Mapping[int, float] | None = None,
     ) -> list[Hit]:
         """Pages of every tier (STM, in transit, MTM) by cosine alone or by lexical score alone,
-        raw scores, for a ranking that weighs the two itself; ``sparse`` replaces the lexical
-        vector of ``text`` (a query expanded with weighted terms). Only the fields a ranking
-        reads (POOL_FIELDS): a pool of a hundred pages is ranked on every retrieve, and
-        building every pool page in full was a third of a retrieve's time (issue 19)."""
+        raw scores, for a ranking that weighs the two itself. Only the fields a ranking reads
+        (POOL_FIELDS): a pool of a hundred pages is ranked on every retrieve, and building every
+        pool page in full would be a large part of a retrieve's time."""
         where = None  # every tier (TIERS)
-        given = None if not lexical_only else dict(sparse) if sparse else lexical_vector(text)
+        given = lexical_vector(text) if lexical_only else None
         if lexical_only and not given:
             return []
         return await self.store.search(
