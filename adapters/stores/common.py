@@ -44,7 +44,7 @@ _LEXICAL_COLLECTIONS = frozenset({PAGES, USER_KNOWLEDGE, AGENT_TRAITS})
 _MAX_SPARSE_INDEX = 2**32 - 1  # Qdrant stores sparse indices as u32
 # Qdrant Edge 0.9 decodes payloads with a recursion limit: a payload about 124 levels deep
 # cannot be replayed from its WAL (the shard refuses to open) and one of 128 cannot be read
-# back (the shard fails every later update). Measured in tests/stores/test_edge_payloads.py;
+# back (the shard fails every later update). Shown by tests/stores/test_edge_payloads.py;
 # half that depth leaves room for the WAL's own wrapping. Turn meta is capped at 32 upstream.
 MAX_PAYLOAD_DEPTH = 64
 MAX_PAYLOAD_BYTES = 1_048_576  # as compact JSON; a page holds at most ~150 KB of text + meta
@@ -58,7 +58,7 @@ class CollectionSpec:
 
 
 # Payload fields besides user_id that reads filter on: indexed so those filters stay cheap
-# (measured: a page search inside chosen segments 4.9 ms -> 0.5 ms at 100 users x 300 pages).
+# (without them, a page search inside chosen segments is many times slower).
 KEYWORD_FIELDS: dict[str, tuple[str, ...]] = {
     "pages": ("tier", "segment_id"),
     "agent_traits": ("assistant_id",),
@@ -221,8 +221,8 @@ ID_TEXTS_MAX = 1 << 16  # about 10 MB at most; emptied when full
 
 def id_text(point_id: object) -> str:
     """A point id as text. Qdrant Edge hands ids out as ``uuid.UUID``, which ``str()`` formats
-    in Python, about a microsecond each; a retrieve turns a few hundred into text (issue 19),
-    mostly the same user's pages again and again, so their texts are kept."""
+    slowly, in Python; a retrieve turns a few hundred into text, mostly the same user's pages
+    again and again, so their texts are kept."""
     if not isinstance(point_id, uuid.UUID):
         return str(point_id)
     key = point_id.int

@@ -13,11 +13,10 @@ killed process loses nothing; ``flush`` writes the segments and truncates the WA
 background flusher, so the store flushes every ``flush_interval_s`` of writes (bounding WAL
 replay at start-up) and on ``close``.
 
-Space: a delete only marks the point deleted (an upsert over a point rewrites it in place,
-measured), and Edge has no background optimizer either, so without ``vacuum`` a shard whose
-points are deleted and replaced (MTM's evictions, once users are full) grows in memory and on
-disk while its live points stay level (80k new points and 70k deletes over 10k live points:
-RSS 139 -> 340 MB, disk 50 -> 198 MB; vacuumed after every 10k: 161-178 MB and 65-80 MB).
+Space: a delete only marks the point deleted (an upsert over a point rewrites it in place),
+and Edge has no background optimizer either, so without ``vacuum`` a shard whose points are
+deleted and replaced (MTM's evictions, once users are full) keeps growing in memory and on
+disk while its live points stay level; vacuumed now and then, it stays near its live size.
 Shards are never given an HNSW index: every search is filtered to one user, a few hundred
 points, which Qdrant answers from the payload index without it, and building one made a
 vacuum take seconds.
@@ -63,20 +62,20 @@ from schemas.errors import StoreError
 
 T = TypeVar("T")
 
-# Above this many points an update or retrieve leaves the event loop: about 15k 384-d
-# points/s on two cores means 16 points stay well under a millisecond.
+# Above this many points an update or retrieve leaves the event loop: up to it, the work
+# stays well under a millisecond, less than a thread hop costs a busy loop.
 _INLINE_POINTS = 16
 _LOCK_FILE = ".lock"
 FIELD_CACHE_POINTS = 32_768  # the settings' default (MEMORYOS_EDGE_FIELD_CACHE_POINTS)
 NO_HNSW_KB = 1 << 40  # an indexing threshold no shard reaches: vacuums never build HNSW
 # Where the pages' payloads live (MEMORYOS_EDGE_PAGE_PAYLOADS). Edge fixes it when it creates a
 # segment (the store's first start, a vacuum's rewrite), and later writes go into that segment
-# as it was made: a store made and filled cached searched its pools (four fields of a
-# hundred pages) in 0.8-1.2 ms at 1,000 users x 300 pages, whichever way it was reopened;
-# made cold, 3.4-3.7 ms, cached at reopening or not. At 30 users cached gained nothing, and
-# the stack's retrieves took about 2.5 ms more of loop CPU (evaluation.edge_search_speed
-# --page-payloads, evaluation.retrieve_load). Named at every opening: a shard otherwise keeps
-# the placement it was last opened with.
+# as it was made: in a large store, one made and filled cached searched its pools (four fields
+# of a hundred pages) several times faster, whichever way it was reopened; one made cold stayed
+# slow, cached at reopening or not. In a small store cached gained nothing and cost the stack's
+# retrieves loop CPU (docs/benchmarks.md; evaluation.edge_search_speed --page-payloads,
+# evaluation.retrieve_load). Named at every opening: a shard otherwise keeps the placement it
+# was last opened with.
 PAGE_PAYLOADS = {"cold": qe.Memory.Cold, "cached": qe.Memory.Cached}
 
 
@@ -162,8 +161,8 @@ class EdgeStore:
 
     async def vacuum(self) -> int:
         """Rewrite every written shard whose deleted share passed Edge's threshold (a fifth),
-        then flush. Edge holds the GIL while it rewrites (about 0.5 s per 10k live points
-        measured), so this runs every ``MEMORYOS_STORE_VACUUM_INTERVAL_S``, not per write."""
+        then flush. Edge holds the GIL while it rewrites, for longer the more live points a
+        shard has, so this runs every ``MEMORYOS_STORE_VACUUM_INTERVAL_S``, not per write."""
         names = sorted(name for name in self._unvacuumed if name in self._shards)
         self._unvacuumed.clear()
         shards = [self._shards[name] for name in names]
@@ -329,7 +328,7 @@ class EdgeStore:
 
         with store_errors(self.name, f"scroll in {collection}"):
             # The first page on the loop: most scrolls (a user's STM window, a document) fit
-            # in it, and a thread hop on a busy loop cost a retrieve about 3 ms for 7 points.
+            # in it, and a thread hop on a busy loop costs more than reading a few points.
             points: list[Point] = []
             offset = scroll_from(None, points)
             if offset is None:

@@ -1,9 +1,9 @@
 """A few payload fields of recently searched points, for Qdrant Edge searches.
 
 Edge reads a point's whole payload from its storage to hand back even four fields of it: for
-a retrieve's two pools of 100 pages that was most of each search's time (a search of one
-user's 100 nearest pages: 0.8-1.1 ms with four fields, 0.5-0.6 ms without the payload and the
-fields from here; `python -m evaluation.edge_search_speed`).
+a retrieve's two pools of 100 pages that was most of each search's time; without the payload,
+and the fields from here, a search takes far less (`python -m evaluation.edge_search_speed`
+times both).
 
 Coherent because one process owns an Edge folder (its lock) and every write goes through the
 one ``EdgeStore`` that owns this cache: a write forgets the points it touches before it goes
