@@ -2,8 +2,8 @@
 
 A document's data is stored as one JSON string, not as a nested payload: the engine converts
 a nested value element by element on every write, and the heat document, which lists every
-segment's page ids and is saved on every MTM event, spent more than half of the MTM stage's
-time in that conversion (py-spy, issue 19). Documents written as nested payloads by earlier
+segment's page ids and is saved on every MTM event, made that conversion most of the MTM
+stage's time (a py-spy profile showed it). Documents written as nested payloads by earlier
 versions still read.
 """
 

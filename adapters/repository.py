@@ -293,7 +293,7 @@ class MemoryRepository:
         self, user_id: str, assistant_id: str | None
     ) -> tuple[Persona, dict[str, Any], dict[str, Any]]:
         """(extracted persona, stated profile, assistant's profile) in one store read: every
-        retrieve reads all three, and three reads cost the event loop three times (issue 19)."""
+        retrieve reads all three, and three reads cost the event loop three times."""
         persona, stated, agent = await self.load_docs(
             [
                 (user_id, PERSONA_DOC),

@@ -8,7 +8,7 @@ Adaptive: a call that finds the embedder idle waits ``window_s`` (a few millisec
 company, then goes; calls arriving while a batch is encoding form the next batch, so there
 is no fixed delay under load and almost none without it.
 
-Batches are small (``MEMORYOS_QUERY_BATCH_MAX``, 8) so that two stages overlap: while one
+Batches are small (``max_batch``, 8) so that two stages overlap: while one
 batch encodes in the model's thread, the event loop runs the store reads of the callers of the
 batch before. With one batch of all the callers they alternate instead: everyone embeds,
 then everyone reads the store, and many concurrent callers get fewer retrieves a second

@@ -111,7 +111,7 @@ def summarize(lines: Sequence[Line], limit: int = 2) -> str:
 
 @lru_cache(maxsize=1)
 def _extractor() -> yake.KeywordExtractor:
-    # Bigrams and five keywords: enough to match segments, and about 3 ms per dialogue.
+    # Bigrams and five keywords: enough to match segments, and cheap per dialogue.
     return yake.KeywordExtractor(lan="en", n=2, top=5, dedup_lim=0.9)
 
 
