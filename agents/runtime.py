@@ -405,7 +405,7 @@ def _describe(exc: BaseException) -> str:
 class KeyedDispatcher(Generic[Work]):
     """Key-ordered concurrency: one user's events strictly in order, users independent.
 
-    The model is Confluent's Parallel Consumer in key order. A batch no longer waits for its
+    The model is Confluent's Parallel Consumer in key order. A batch does not wait for its
     slowest user: each user has a queue drained by a task of its own, so a slow LLM call
     holds back only that user. ``max_pending`` bounds the events accepted and not finished
     (backpressure on the consumer). Offsets stay safe because each event is acknowledged to

@@ -3,10 +3,10 @@ message event per line to memoryos.messages, for the pairing stage).
 
 With the embedded broker the lines go through the running stack's HTTP API, its one entry:
 the stack journals each request before it answers and sends the journal, in order, across a
-broker roll. Produced straight to the embedded broker they bypassed the roll's gate: a bulk
-ingest is what pushes the broker past its budget, and turns produced to the fresh broker
-before the roll's start pass re-sent the older ones were stored first, so the reconciler
-took the older ones for processed. With a real Kafka the lines are produced (acks=all).
+broker roll. Produced straight to the embedded broker they would bypass the roll's gate: a
+bulk ingest is what pushes the broker past its budget, and turns produced to the fresh broker
+before the roll's start pass re-sent the older ones would be stored first, so the reconciler
+would take the older ones for processed. With a real Kafka the lines are produced (acks=all).
 
 The file is streamed, never loaded whole: a year of chat logs fits in no memory. Invalid lines
 are reported with their number and reason (the first few at once, so a wrong format shows
