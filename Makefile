@@ -56,7 +56,7 @@ imports:
 	$(BIN)/lint-imports
 
 profile: $(MODELS)
-	$(BIN)/python -m evaluation.profile
+	$(BIN)/python -m tools.profile
 
 run: $(MODELS)
 	$(BIN)/memoryos up --demo

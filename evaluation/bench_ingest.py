@@ -28,7 +28,7 @@ from evaluation.bench_common import (
     wait_placed,
 )
 from evaluation.bench_data import SyntheticTurn, conversation, embedded_text, interleaved
-from evaluation.scratch import fresh_stack
+from evaluation.fresh_stack import fresh_stack
 from streams.stack import Stack
 
 WARMUP_USER = "bench-warmup"

@@ -32,7 +32,7 @@ from evaluation.bench_common import (
 )
 from evaluation.bench_data import Topic, query_for
 from evaluation.bench_seed import seed_user
-from evaluation.scratch import fresh_stack
+from evaluation.fresh_stack import fresh_stack
 from schemas.turn import TurnEvent
 from service.response import ResponseService
 

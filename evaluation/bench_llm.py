@@ -35,7 +35,7 @@ from evaluation.bench_common import (
 )
 from evaluation.bench_data import conversation, interleaved
 from evaluation.bench_ingest import BASE_TIMEOUT_S, PER_TURN_TIMEOUT_S, warm_up
-from evaluation.scratch import fresh_stack
+from evaluation.fresh_stack import fresh_stack
 from memory.chain import page_from_turn
 
 _SERVER = """

@@ -29,8 +29,8 @@ from adapters.process_stats import rss_bytes
 from adapters.settings import Settings
 from evaluation.bench_common import parts, percentiles_ms, say
 from evaluation.bench_data import START, conversation
+from evaluation.fresh_stack import fresh_stack
 from evaluation.memory_parts import HeapProfile, memory_parts
-from evaluation.scratch import fresh_stack
 from memory.text import _cached_stem, phrase_tokens
 from schemas.turn import TurnEvent
 from service.structured import _parsed

@@ -26,9 +26,9 @@ from bm25s.stopwords import STOPWORDS_EN
 from adapters.ports import Embedder
 from adapters.settings import MtmRetrieval, Settings
 from evaluation import locomo_data as data
+from evaluation.fresh_stack import fresh_stack
 from evaluation.locomo_data import Ranked, Record, Sample
 from evaluation.locomo_report import summarise, write_outputs
-from evaluation.scratch import fresh_stack
 from memory.text import tokenize
 from schemas.errors import InvalidEvent, MemoryOSError
 from schemas.records import Page

@@ -1,6 +1,6 @@
 """Turns through the whole pipeline alone, in a minute: the bench's ingest part, smaller.
 
-    python -m evaluation.ingest_load [--users 40] [--turns 60]
+    python -m tools.ingest_load [--users 40] [--turns 60]
 
 Seeds nothing: a fresh embedded stack takes ``users`` synthetic conversations of ``turns``
 turns (the offline LLM unless configured otherwise), and the clock stops when every page is in

@@ -2,7 +2,7 @@
 retrieves send), turns in batches of 64 (what ingest sends), and the RSS after: this
 process's, and the model's own process's (``MEMORYOS_MINILM_HOST=process``, the default).
 
-    python -m evaluation.embedder_speed DATA.json          # MEMORYOS_MINILM_RUNTIME picks
+    python -m tools.embedder_speed DATA.json          # MEMORYOS_MINILM_RUNTIME picks
 
 No cache: every text is encoded (a suffix makes each question distinct).
 """

@@ -1,7 +1,7 @@
 """Tuning loop for retrieval: ingest LoCoMo once into a kept folder, then retrieve many times.
 
-    python -m evaluation.locomo_tune ingest DATA.json FOLDER
-    python -m evaluation.locomo_tune measure DATA.json FOLDER conv-26,conv-30 \
+    python -m tools.locomo_tune ingest DATA.json FOLDER
+    python -m tools.locomo_tune measure DATA.json FOLDER conv-26,conv-30 \
         rank_neighbor_weight=0 mtm_retrieval=paper ...
 
 ``ingest`` replays the samples through the real pipeline into FOLDER (kept). ``measure``

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation.edge_search_speed import POOL_WAYS, run
+from tools.edge_search_speed import POOL_WAYS, run
 
 
 @pytest.mark.asyncio

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from evaluation import edge_churn, ingest_load, roll_memory
+from tools import edge_churn, ingest_load, roll_memory
 
 
 def _rows(capsys: pytest.CaptureFixture[str]) -> list[dict[str, float]]:

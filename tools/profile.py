@@ -17,7 +17,7 @@ from pathlib import Path
 from adapters.settings import load_settings
 from evaluation.bench_common import parts, wait_placed
 from evaluation.bench_data import conversation, interleaved, query_for
-from evaluation.scratch import fresh_stack
+from evaluation.fresh_stack import fresh_stack
 
 USERS, TURNS, RETRIEVES = 8, 30, 200
 

@@ -1,6 +1,6 @@
 """Qdrant Edge alone under churn: does it keep memory per point written once points are deleted?
 
-    python -m evaluation.edge_churn [--live 20000] [--churn 5000] [--rounds 12]
+    python -m tools.edge_churn [--live 20000] [--churn 5000] [--rounds 12]
 
 Writes ``live`` points (384-d, a page's payload of about 0.8 KB, sparse lexical vectors), then
 each round writes ``churn`` new points, deletes the ``churn`` oldest and vacuums, so the live

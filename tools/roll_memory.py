@@ -1,6 +1,6 @@
 """Broker rolls alone: does a roll of the embedded broker keep memory in the process?
 
-    python -m evaluation.roll_memory [--rolls 10]
+    python -m tools.roll_memory [--rolls 10]
 
 Starts a private embedded stack, lets it settle, then rolls its broker ``rolls`` times with no
 traffic (``Stack.recycle_broker``, what the memory budget triggers). After each roll a full
@@ -19,8 +19,8 @@ import os
 
 from adapters.native_memory import release_freed_memory
 from adapters.settings import load_settings
+from evaluation.fresh_stack import fresh_stack
 from evaluation.memory_parts import memory_parts
-from evaluation.scratch import fresh_stack
 
 PARTS = ("rss_anon_mb", "malloc_in_use_mb", "malloc_free_mb", "pymalloc_arenas_mb",
          "pymalloc_in_use_mb", "py_blocks_k")  # fmt: skip

@@ -1,6 +1,6 @@
 """One user's nearest pages in Qdrant Edge, timed side by side on one store.
 
-    python -m evaluation.edge_search_speed [--users 50] [--pages 300] [--searches 800]
+    python -m tools.edge_search_speed [--users 50] [--pages 300] [--searches 800]
 
 The store holds ``users`` x ``pages`` random pages, each with a tier; every search asks for one
 user's 100 nearest. The pool searches of a retrieve once carried ``tier in (stm, leaving,

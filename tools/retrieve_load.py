@@ -1,6 +1,6 @@
 """Retrieves under concurrent callers alone, in minutes: the bench's latency store, smaller.
 
-    python -m evaluation.retrieve_load [--users 50] [--turns 300] [--callers 1,16] [--calls 1200]
+    python -m tools.retrieve_load [--users 50] [--turns 300] [--callers 1,16] [--calls 1200]
 
 Seeds a fresh embedded stack the way ``memoryos bench`` does (``bench_seed``), then times
 ``calls`` retrieves for each caller count and prints one JSON line each. Every query carries a
@@ -27,7 +27,7 @@ from evaluation.bench_common import parts
 from evaluation.bench_data import Topic, query_for
 from evaluation.bench_latency import WARMUP_CALLS, _concurrent_retrieves, _flush
 from evaluation.bench_seed import seed_user
-from evaluation.scratch import fresh_stack
+from evaluation.fresh_stack import fresh_stack
 
 
 async def run(users: int, turns: int, callers: list[int], calls: int, seed: int) -> None:
