@@ -1,0 +1,1 @@
+"""Measurement scripts for the developers of MemoryOS (not shipped): `python -m tools.<name>`."""
