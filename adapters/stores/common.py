@@ -44,7 +44,7 @@ _LEXICAL_COLLECTIONS = frozenset({PAGES, USER_KNOWLEDGE, AGENT_TRAITS})
 _MAX_SPARSE_INDEX = 2**32 - 1  # Qdrant stores sparse indices as u32
 # Qdrant Edge 0.9 decodes payloads with a recursion limit: a payload about 124 levels deep
 # cannot be replayed from its WAL (the shard refuses to open) and one of 128 cannot be read
-# back (the shard fails every later update). Shown by tests/stores/test_edge_payloads.py;
+# back (the shard fails every later update). Shown by tests/adapters/stores/test_edge_payloads.py;
 # half that depth leaves room for the WAL's own wrapping. Turn meta is capped at 32 upstream.
 MAX_PAYLOAD_DEPTH = 64
 MAX_PAYLOAD_BYTES = 1_048_576  # as compact JSON; a page holds at most ~150 KB of text + meta
