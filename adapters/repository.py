@@ -35,7 +35,7 @@ LEAVING = "leaving"  # evicted from STM, not yet placed in a segment: the reconc
 MTM = "mtm"
 # Every page point is in one of these (``save_pages`` refuses others), so a search of every
 # tier needs no tier condition: one that every page matches only made Edge's search longer
-# (``python -m evaluation.edge_search_speed``).
+# (``python -m tools.edge_search_speed``).
 TIERS = (STM, LEAVING, MTM)
 HEAT_DOC = "heat"
 PERSONA_DOC = "persona"

@@ -12,7 +12,7 @@ Batches are small (``max_batch``, 8) so that two stages overlap: while one
 batch encodes in the model's thread, the event loop runs the store reads of the callers of the
 batch before. With one batch of all the callers they alternate instead: everyone embeds,
 then everyone reads the store, and many concurrent callers get fewer retrieves a second
-(``evaluation.retrieve_load`` shows it).
+(``tools.retrieve_load`` shows it).
 """
 
 from __future__ import annotations

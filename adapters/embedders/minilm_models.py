@@ -4,7 +4,7 @@ Both turn a batch of texts into unit-length rows (mean pooling over the tokens, 
 model's sentence-transformers config says). They give the same vectors (the exported graph is
 checked against torch when it is made, and against the vectors saved then at each load), but
 not at the same cost: ONNX Runtime embeds more texts a second than torch, in far less
-memory (``evaluation.embedder_speed``; docs/benchmarks.md). Two choices make ONNX's
+memory (``tools.embedder_speed``; docs/benchmarks.md). Two choices make ONNX's
 cost: texts are sorted by length and run ``CHUNK`` at a time (a whole batch padded to its
 longest text spends much of its work on padding), and ONNX Runtime's memory arena is off
 (with it, every new batch shape keeps its buffers and the process grows with each new shape;

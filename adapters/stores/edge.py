@@ -73,8 +73,8 @@ NO_HNSW_KB = 1 << 40  # an indexing threshold no shard reaches: vacuums never bu
 # as it was made: in a large store, one made and filled cached searched its pools (four fields
 # of a hundred pages) several times faster, whichever way it was reopened; one made cold stayed
 # slow, cached at reopening or not. In a small store cached gained nothing and cost the stack's
-# retrieves loop CPU (docs/benchmarks.md; evaluation.edge_search_speed --page-payloads,
-# evaluation.retrieve_load). Named at every opening: a shard otherwise keeps the placement it
+# retrieves loop CPU (docs/benchmarks.md; tools.edge_search_speed --page-payloads,
+# tools.retrieve_load). Named at every opening: a shard otherwise keeps the placement it
 # was last opened with.
 PAGE_PAYLOADS = {"cold": qe.Memory.Cold, "cached": qe.Memory.Cached}
 

@@ -2,7 +2,7 @@
 
 Edge reads a point's whole payload from its storage to hand back even four fields of it: for
 a retrieve's two pools of 100 pages that was most of each search's time; without the payload,
-and the fields from here, a search takes far less (`python -m evaluation.edge_search_speed`
+and the fields from here, a search takes far less (`python -m tools.edge_search_speed`
 times both).
 
 Coherent because one process owns an Edge folder (its lock) and every write goes through the
