@@ -8,7 +8,6 @@ import contextlib
 import io
 import re
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,10 +16,11 @@ import pytest_asyncio
 from client import AsyncMemoryClient, ConnectionFailed, InvalidInput, MemoryClient
 from evaluation.fake_openai import FakeOpenAI
 from streams.broker import free_port
+from tests.support.paths import ROOT
 from tests.support.stacks import UpProcess, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = ROOT / "README.md"
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 

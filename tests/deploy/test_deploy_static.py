@@ -25,8 +25,8 @@ from pydantic import AliasChoices
 
 from adapters.metrics import Metrics
 from adapters.settings import ENV_PREFIX, Settings
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 OUR_SERVICES = {"worker": "worker", "service": "serve"}  # compose service -> CLI command
 COMPOSE_SERVICES = {"kafka", "qdrant", *OUR_SERVICES, "prometheus", "tempo", "grafana"}

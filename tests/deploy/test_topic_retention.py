@@ -7,7 +7,6 @@ Strimzi KafkaTopic resources declare the same per topic, for the topic operator.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +14,8 @@ import yaml
 
 from adapters.settings import ENV_PREFIX, Settings
 from streams.retention import topic_configs
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 RETENTION_ENV = ("TURNS_RETENTION_S", "STAGE_RETENTION_S", "DLQ_RETENTION_S", "TOPIC_SEGMENT_S")
 
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from streams.commands.demo import run_demo
+from tests.support.paths import ROOT
 from tests.support.stacks import running_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = ROOT / "README.md"
 
 
 async def test_the_readme_shows_the_answers_the_demo_prints(

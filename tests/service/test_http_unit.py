@@ -392,7 +392,8 @@ async def test_respond_answers_for_the_assistant(
     assert body["usage"] == {"prompt_tokens": 120, "completion_tokens": 7}
     assert body["remembered"] is True
     assert body["memory"]["short_term"][0]["turn_id"] == "t1"
-    # Recording the exchange as a turn is the service's job (tests/unit/test_response_service.py).
+    # Recording the exchange as a turn is the service's job
+    # (tests/service/test_respond_remembers.py).
     assert fake.responded == [("alice", "What do I like?", "bot")]
 
 

@@ -30,12 +30,12 @@ from schemas.turn import MAX_TEXT_CHARS
 from service.mcp import build_server
 from streams.broker import free_port
 from streams.stack import Stack
+from tests.support.paths import ROOT
 from tests.support.stacks import eventually, running_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 API_KEY = "mcp-key"
-ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {
     "add_turn",
     "retrieve_memory",

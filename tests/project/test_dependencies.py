@@ -10,9 +10,9 @@ import re
 import sys
 import tomllib
 from importlib.metadata import packages_distributions
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 CORE = ("schemas", "memory", "adapters", "agents", "service", "streams", "client")
 OURS = {*CORE, "evaluation"}
 # Installed with a declared dependency, and part of its public API.

@@ -27,8 +27,8 @@ from adapters.stores import build_store
 from adapters.stores.edge import EdgeStore
 from adapters.stores.qdrant import QdrantStore
 from schemas.errors import StoreError, UnstorablePayload
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DIM = 4
 ADAPTERS = ["edge", "qdrant-path", "qdrant-memory"]
 ON_DISK = {"edge", "qdrant-path"}

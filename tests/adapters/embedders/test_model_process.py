@@ -21,6 +21,7 @@ from adapters.embedders.minilm import MiniLMEmbedder
 from adapters.embedders.model_process import ProcessHost, model_pids
 from adapters.settings import Settings
 from schemas.errors import EmbedderError
+from tests.support.paths import ROOT
 from tests.support.stacks import model_processes, running
 
 TEXTS = [
@@ -142,9 +143,7 @@ def test_no_child_outlives_a_parent_killed_by_sigkill() -> None:
         asyncio.run(main())
         """
     )
-    parent = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=Path(__file__).parents[2]
-    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT)
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import re
 from importlib.metadata import version
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,9 @@ from schemas.codec import decode
 from schemas.turn import TurnEvent
 from streams.cli import build_parser, main
 from streams.cli_help import EXAMPLE_TURN, HELP
+from tests.support.paths import ROOT
 
-README = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
+README = (ROOT / "docs" / "usage.md").read_text()
 GROUPS = {"eval"}  # commands that only hold subcommands: their subcommands have the README rows
 
 

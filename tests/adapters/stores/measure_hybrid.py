@@ -2,7 +2,7 @@
 
 Run by hand from the project root:
 
-    .venv/bin/python tests/stores/measure_hybrid.py [/work/shared/locomo/locomo_dev.json]
+    .venv/bin/python tests/adapters/stores/measure_hybrid.py [/work/shared/locomo/locomo_dev.json]
 
 Each conversation becomes one user of a throw-away EdgeStore; each turn (a speaker_a utterance
 and the speaker_b reply after it, or a lone utterance) one point in ``pages`` with its MiniLM
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # tests/adapters/stores/ -> the project root
 sys.path.insert(0, str(ROOT))
 
 from adapters.embedders.minilm import MiniLMEmbedder  # noqa: E402

@@ -22,8 +22,8 @@ from adapters.ports import PAGES, Point
 from adapters.stores.common import MAX_PAYLOAD_DEPTH
 from adapters.stores.edge import EdgeStore
 from schemas.errors import StoreError, UnstorablePayload
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DIM = 4
 VECTOR = [1.0, 0.0, 0.0, 0.0]
 BROKEN_DEPTH = 127  # the meta depth of the finding: 128 levels counting the payload
@@ -69,7 +69,7 @@ def test_edge_cannot_open_a_shard_whose_wal_holds_such_a_payload(tmp_path: Path)
     path = tmp_path / "shard"
     run(f"""
         import uuid, qdrant_edge as qe
-        from tests.stores.test_edge_payloads import nested, raw_config, VECTOR
+        from tests.adapters.stores.test_edge_payloads import nested, raw_config, VECTOR
         shard = qe.EdgeShard.create({str(path)!r}, raw_config())
         payload = {{"user_id": "u", "meta": nested({BROKEN_DEPTH})}}
         point = qe.Point(str(uuid.uuid4()), {{"dense": VECTOR}}, payload)
@@ -127,7 +127,7 @@ def test_a_payload_at_the_limit_survives_a_kill_and_reads_back(tmp_path: Path) -
         import asyncio
         from adapters.ports import PAGES
         from adapters.stores.edge import EdgeStore
-        from tests.stores.test_edge_payloads import DIM, nested, page
+        from tests.adapters.stores.test_edge_payloads import DIM, nested, page
 
         async def main():
             store = EdgeStore({str(folder)!r})
@@ -156,7 +156,7 @@ def test_a_store_edge_cannot_open_is_reported_as_such(tmp_path: Path) -> None:
         import asyncio, uuid, qdrant_edge as qe
         from adapters.ports import PAGES
         from adapters.stores.edge import EdgeStore
-        from tests.stores.test_edge_payloads import DIM, VECTOR, nested
+        from tests.adapters.stores.test_edge_payloads import DIM, VECTOR, nested
 
         async def main():
             store = EdgeStore({str(folder)!r})

@@ -1,0 +1,1 @@
+"""Whole-stack tests: a real broker, store and HTTP server together, started by each test."""
