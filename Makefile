@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MODELS := $(VENV)/.models
 
-.PHONY: install prometheus test check lint format typecheck imports run bench eval profile clean
+.PHONY: install prometheus test check lint format typecheck imports docs run bench eval profile clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ lint:
 format:
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# docs/configuration.md is made from adapters/settings.py (a test fails when it is stale)
+docs: $(STAMP)
+	$(BIN)/python -m adapters.settings_doc
 
 typecheck:
 	$(BIN)/mypy

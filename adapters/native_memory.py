@@ -1,16 +1,13 @@
-"""Handing memory that glibc keeps after frees back to the OS (``malloc_trim``).
+"""Handing memory that glibc keeps after frees back to the OS (``malloc_trim``), and fewer
+malloc arenas to keep it in.
 
 glibc returns freed memory to the OS only from the top of an arena; what is freed in the
 middle stays in the process's anonymous RSS. Native code in the worker (Qdrant Edge's Rust
-engine and its threads, sqlite, the HTTP clients; not told apart further) allocates and
-frees in every turn, each thread in an arena of its own, and a broker roll frees a whole
-worker. MiniLM trims after each batch (its buffers were the first cause found, issue 18);
-without MiniLM (``MEMORYOS_EMBEDDER=openai``) nothing trimmed. Measured in a soak at 25
-turns/s with the fake embedder server: glibc's in-use bytes rose from 43 to 56 MB while the
-free bytes kept in its arenas rose from 2 to 36 MB, and one ``malloc_trim(0)`` took the
-process's anonymous RSS from 157 to 140 MB. Trimming every 5 s, the same run ended at 160 MB
-instead of 185 MB. So the stack trims every ``MEMORYOS_MEMORY_TRIM_INTERVAL_S`` whatever the
-embedder.
+engine and its threads, sqlite, the HTTP clients) allocates and frees in every turn, each
+thread in an arena of its own, and a broker roll frees a whole worker. MiniLM trims after each
+batch; without MiniLM (``MEMORYOS_EMBEDDER=openai``) nothing else would. So the stack trims
+every ``TRIM_INTERVAL_S`` whatever the embedder, and asks glibc for ``ARENAS`` arenas at start
+(the soaks behind both are in docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -61,7 +58,11 @@ if _LIBC is not None and hasattr(_LIBC, "malloc_info"):
     _declare(_LIBC)
 
 
-def limit_arenas(count: int) -> bool:
+ARENAS = 2  # each arena keeps its own free memory idle: fewer arenas keep less
+TRIM_INTERVAL_S = 5.0  # how often memory freed by native code goes back to the OS
+
+
+def limit_arenas(count: int = ARENAS) -> bool:
     """Let glibc create at most ``count`` arenas; 0 leaves its default. True if it holds.
 
     glibc gives new threads arenas of their own, up to eight per core; each keeps its own
@@ -79,8 +80,8 @@ def limit_arenas(count: int) -> bool:
     made = malloc_arenas() or 0
     if made > ARENA_TEST:
         log.warning(
-            "glibc has made %d malloc arenas already: MEMORYOS_MALLOC_ARENA_MAX=%d may not "
-            "hold in this process (set MALLOC_ARENA_MAX in its environment instead)",
+            "glibc has made %d malloc arenas already: a limit of %d may not hold in this "
+            "process (set MALLOC_ARENA_MAX in its environment instead)",
             made,
             count,
         )
@@ -115,7 +116,7 @@ def malloc_arenas() -> int | None:
         return None
 
 
-async def release_forever(interval_s: float) -> None:
+async def release_forever(interval_s: float = TRIM_INTERVAL_S) -> None:
     """Trim every ``interval_s`` until cancelled.
 
     The trim runs in a worker thread: it walks every arena under its lock, and the event loop

@@ -59,8 +59,8 @@ class Settings(BaseSettings):
         "structured",
         description="paper: top k pages of the top m segments by semantic similarity; fused: "
         "that ranking (hybrid) fused (RRF) with a lexical search over all the user's MTM pages; "
-        "structured: every page of the user scored by lexical + dense evidence, spread to "
-        "neighbouring pages and to the page's session (memory/ranking.py)",
+        "structured: every page of the user scored by lexical + dense evidence, spread to the "
+        "neighbouring pages of its session (memory/ranking.py)",
     )
     segment_vector: Literal["centroid", "summary"] = Field(
         "centroid",
@@ -81,7 +81,11 @@ class Settings(BaseSettings):
     )
 
     # --- backends ---
-    llm: Literal["offline", "openai"] = Field("offline", description="LLM backend")
+    llm: Literal["offline", "openai"] = Field(
+        "offline",
+        description="offline: no model (extractive summaries, a keyword persona, answers "
+        "quoted from memory); openai: any OpenAI-compatible server",
+    )
     offline_keywords: Literal["yake", "content"] = Field(
         "content",
         description="offline LLM topic keywords: yake's top phrases, or (content) yake's "
@@ -104,7 +108,11 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("MEMORYOS_OPENAI_BASE_URL", "OPENAI_BASE_URL"),
         description="OpenAI-compatible endpoint (the standard OPENAI_BASE_URL also works)",
     )
-    embedder: Literal["minilm", "openai"] = Field("minilm", description="embedding backend")
+    embedder: Literal["minilm", "openai"] = Field(
+        "minilm",
+        description="minilm: all-MiniLM-L6-v2 on this machine's CPU; openai: an "
+        "OpenAI-compatible embeddings endpoint",
+    )
     embedding_model: str = Field(
         "text-embedding-3-small", min_length=1, description="model for embedder=openai"
     )
@@ -141,7 +149,11 @@ class Settings(BaseSettings):
         description="where the MiniLM ONNX export is kept (empty: $XDG_CACHE_HOME/memoryos or "
         "~/.cache/memoryos)",
     )
-    store: Literal["edge", "qdrant"] = Field("edge", description="vector store backend")
+    store: Literal["edge", "qdrant"] = Field(
+        "edge",
+        description="edge: Qdrant Edge in the data folder (one process); qdrant: a Qdrant "
+        "server at MEMORYOS_QDRANT_URL (what `memoryos worker` and `serve` need to share it)",
+    )
     qdrant_url: str = Field(
         ":memory:", min_length=1, description="store=qdrant: server URL, a path or :memory:"
     )
@@ -156,8 +168,8 @@ class Settings(BaseSettings):
     edge_page_payloads: Literal["cold", "cached"] = Field(
         "cold",
         description="store=edge: how the pages' payloads are written: cold (Edge's default) or "
-        "cached (kept mapped in memory: pool searches about 3x faster in a store of 1,000 users, "
-        "no faster in a small one, about 33 MB more file-backed memory); Edge fixes it when it "
+        "cached (kept mapped in memory: faster pool searches in a big store, none in a small one, "
+        "at the cost of more file-backed memory; docs/benchmarks.md); Edge fixes it when it "
         "creates a segment, so set it before the store's first start: an existing store changes "
         "only where a vacuum rewrites a segment",
     )
@@ -168,7 +180,10 @@ class Settings(BaseSettings):
         description="store=edge: pages whose ranking fields (seq, timestamp, segment) are kept in "
         "memory for the retrieve's pool searches, about 0.5 KB each (0: read from Edge each time)",
     )
-    data_dir: Path = Field(Path(".memoryos"), description="embedded data folder")
+    data_dir: Path = Field(
+        Path(".memoryos"),
+        description="the local data folder: the Edge store, the journal, the embedded broker's log",
+    )
     min_free_mb: int = Field(
         256,
         ge=0,
@@ -249,7 +264,7 @@ class Settings(BaseSettings):
         100, ge=1, le=10_000, description="longest a consumer fetch waits for new records"
     )
     app_id: str = Field("memoryos", min_length=1, description="Faust app id / consumer group")
-    # --- retention and bounded memory (issue 18; README "Running at scale") ---
+    # --- retention and bounded memory (docs/operations.md) ---
     turns_retention_s: int = Field(
         86_400,
         ge=600,
@@ -288,39 +303,6 @@ class Settings(BaseSettings):
         description="embedded store (Qdrant Edge): how often collections with many deleted "
         "points are rewritten to reclaim their memory and disk; 0: never",
     )
-    # glibc keeps memory freed by native code (Edge, sqlite, HTTP clients) in its arenas;
-    # without a trim the worker's anonymous RSS grows with it (adapters/native_memory.py)
-    memory_trim_interval_s: float = Field(
-        5.0,
-        ge=0.0,
-        description="how often the process hands memory freed by native code back to the OS "
-        "(glibc malloc_trim); 0: never",
-    )
-
-    # glibc gives threads arenas of their own (up to 8 per core), each keeping its own free
-    # chunks; fewer arenas kept less memory in a side-by-side soak (adapters/native_memory.py)
-    malloc_arena_max: int = Field(
-        2,
-        ge=0,
-        le=1024,
-        description="the most glibc malloc arenas the process makes (mallopt M_ARENA_MAX, "
-        "set at start); 0: glibc's default of 8 per core",
-    )
-
-    gil_switch_interval_ms: float = Field(
-        0.5,
-        ge=0,
-        le=100,  # past this a waiting thread (the model's, the loop) would stall visibly
-        description="how long a thread may hold Python's GIL while another waits for it "
-        "(sys.setswitchinterval, set at start); 0 leaves the process's own (Python's default "
-        "is 5 ms)",
-    )
-
-    gc_freeze: bool = Field(
-        True,
-        description="keep the objects alive after start-up out of Python's full garbage "
-        "collections (gc.freeze): shorter pauses of the event loop",
-    )
 
     # --- Kafka security: one set for every client (Faust, producers, CLI, lag probe) ---
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
@@ -349,7 +331,9 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="HTTP bind address")
     port: int = Field(8080, ge=0, le=65535, description="HTTP port")
     api_keys: SecretStr = Field(
-        SecretStr(""), description="comma-separated bearer keys; empty: no auth"
+        SecretStr(""),
+        description="comma-separated bearer keys for /v1; empty: no auth, allowed only while "
+        "MEMORYOS_HOST is a loopback address",
     )
     mcp_host: str = Field(
         "127.0.0.1", description="`memoryos mcp --transport http` bind address (loopback)"
@@ -507,6 +491,149 @@ class Settings(BaseSettings):
     @property
     def kafka_ssl_key_secret(self) -> str | None:
         return _reveal(self.kafka_ssl_key_password)
+
+
+# How docs/configuration.md shows the settings (adapters/settings_doc.py): the groups a deployer
+# sets first, then the advanced group, whose defaults are the measured best. Every setting is in
+# exactly one group (tests/unit/test_settings.py).
+GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "Broker",
+        "Where the pipeline's topics live: the embedded broker by default, or a Kafka cluster.",
+        ("broker_url", "broker_port", "topic_partitions", "topic_replication_factor", "app_id"),
+    ),
+    (
+        "Store",
+        "Where memory is kept: Qdrant Edge in the data folder by default, or a Qdrant server.",
+        ("store", "qdrant_url", "qdrant_api_key", "data_dir", "min_free_mb", "journal"),
+    ),
+    (
+        "LLM",
+        "The model that summarises, extracts the persona and answers: offline by default (no "
+        "model), or any OpenAI-compatible server.",
+        (
+            "llm",
+            "llm_model",
+            "openai_api_key",
+            "openai_base_url",
+            "llm_timeout_s",
+            "llm_max_retries",
+            "llm_max_in_flight",
+            "answer_style",
+        ),
+    ),
+    (
+        "Embedder",
+        "The text embedder: MiniLM on this machine's CPU by default, or OpenAI's embeddings.",
+        ("embedder", "embedding_model", "embedding_dim", "model_cache_dir"),
+    ),
+    (
+        "Service",
+        "The HTTP API and MCP server, and how the pipeline paces its own work.",
+        (
+            "host",
+            "port",
+            "mcp_host",
+            "max_body_bytes",
+            "pairing_wait_s",
+            "reconcile_interval_s",
+            "drain_timeout_s",
+            "log_level",
+        ),
+    ),
+    (
+        "Security",
+        "API keys, and how every Kafka client authenticates and encrypts.",
+        (
+            "api_keys",
+            "kafka_security_protocol",
+            "kafka_ssl_cafile",
+            "kafka_ssl_certfile",
+            "kafka_ssl_keyfile",
+            "kafka_ssl_key_password",
+            "kafka_ssl_check_hostname",
+            "kafka_sasl_mechanism",
+            "kafka_sasl_username",
+            "kafka_sasl_password",
+        ),
+    ),
+    (
+        "Memory",
+        "The paper's parameters (arXiv 2506.06326, section 3), each defaulting to the paper's "
+        "value, and the departures from it, each with the paper's way as one of its values.",
+        (
+            "stm_capacity",
+            "mtm_capacity",
+            "theta",
+            "heat_alpha",
+            "heat_beta",
+            "heat_gamma",
+            "heat_mu",
+            "heat_tau",
+            "user_kb_capacity",
+            "agent_traits_capacity",
+            "retrieve_segments",
+            "retrieve_pages",
+            "retrieve_lpm",
+            "mtm_retrieval",
+            "segment_vector",
+            "llm_combine",
+            "llm_run_max",
+            "continuity_llm",
+        ),
+    ),
+    (
+        "Retention and bounded memory",
+        "How long records stay, and what keeps the embedded stack's memory bounded.",
+        (
+            "turns_retention_s",
+            "stage_retention_s",
+            "dlq_retention_s",
+            "topic_segment_s",
+            "broker_memory_budget_mb",
+            "store_vacuum_interval_s",
+        ),
+    ),
+    (
+        "Tracing",
+        "OpenTelemetry's standard variables, read with or without the MEMORYOS_ prefix.",
+        (
+            "otel_exporter_otlp_endpoint",
+            "otel_exporter_otlp_traces_endpoint",
+            "otel_exporter_otlp_protocol",
+            "otel_service_name",
+            "otel_sdk_disabled",
+        ),
+    ),
+    (
+        "Advanced",
+        "Tuning. The defaults are the values measured best on the benchmarks "
+        "(docs/benchmarks.md); change one only to trade as its line says.",
+        (
+            "llm_backoff_base_s",
+            "llm_backoff_max_s",
+            "offline_keywords",
+            "embedding_batch_size",
+            "minilm_runtime",
+            "minilm_precision",
+            "minilm_threads",
+            "minilm_host",
+            "edge_search_threads",
+            "edge_page_payloads",
+            "edge_field_cache_points",
+            "batch_size",
+            "batch_timeout_s",
+            "max_pending_events",
+            "dlq_max_attempts",
+            "continuity_clear_low",
+            "continuity_clear_high",
+            "consumer_session_timeout_s",
+            "consumer_rebalance_timeout_s",
+            "consumer_fetch_max_wait_ms",
+            "broker_check_interval_s",
+        ),
+    ),
+)
 
 
 def _reveal(value: SecretStr | str | None) -> str | None:

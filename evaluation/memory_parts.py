@@ -10,7 +10,7 @@ RSS alone cannot tell a leak from the store's growth. The parts sampled here:
 - ``malloc_in_use_mb`` / ``malloc_free_mb``: glibc's heap, in use and free (``mallinfo2``:
   Rust's and sqlite's allocations, Python's objects over 512 bytes). Free chunks stay counted
   after ``malloc_trim`` hands their pages back, so the free figure is not all resident;
-- ``malloc_arenas``: how many arenas glibc has made (``MEMORYOS_MALLOC_ARENA_MAX`` bounds it);
+- ``malloc_arenas``: how many arenas glibc has made (the stack bounds it);
 - ``py_blocks_k``: Python's live allocated blocks in thousands (``sys.getallocatedblocks``);
 - ``pymalloc_arenas_mb`` / ``pymalloc_in_use_mb`` / ``pymalloc_free_mb``: Python's own
   allocator (objects up to 512 bytes, in 1 MiB arenas it maps itself, outside glibc's heap):

@@ -240,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = _settings(args)
-        limit_arenas(settings.malloc_arena_max)  # before any thread: glibc settles its limit early
-        set_switch_interval(settings.gil_switch_interval_ms)
+        limit_arenas()  # before any thread: glibc settles its limit early
+        set_switch_interval()
         logging.basicConfig(
             level=logging.DEBUG if args.verbose else settings.log_level,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",

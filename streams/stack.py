@@ -178,8 +178,8 @@ class Stack:
     async def start(self, steps: Progress = NO_PROGRESS) -> None:
         """``steps`` hears of each start-up step (broker, model, worker or producer, http)."""
         settings = self.settings
-        limit_arenas(settings.malloc_arena_max)  # before the stack's threads first allocate
-        set_switch_interval(settings.gil_switch_interval_ms)
+        limit_arenas()  # before the stack's threads first allocate
+        set_switch_interval()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.disk = disk_guard(settings, self.role)
         self.disk.check()  # before anything maps a file there
@@ -218,7 +218,7 @@ class Stack:
             # Closed until the start-up catch-up opens it, as in a roll: a turn the pairing
             # stage makes meanwhile (from a message the reconciler re-sends) is journaled
             # above the reconciler's read, and sent through an open gate the catch-up would
-            # have sent it again (found by review).
+            # have sent it again.
             timeout_s = settings.drain_timeout_s + 60
             self.gate = GatedSink(self._send, journaled, timeout_s, closed=True)
             self.service = ResponseService(self._service_deps(), self.gate, self.journal, self.disk)
@@ -229,18 +229,16 @@ class Stack:
             await self.catch_up_journal()
             self._start_reconciling()
             self._start_watch()
-        if settings.memory_trim_interval_s > 0:
-            # every role: native code frees memory each turn and glibc keeps it (issue 18)
-            self._trim_task = asyncio.create_task(release_forever(settings.memory_trim_interval_s))
+        # every role: native code frees memory each turn and glibc keeps it
+        self._trim_task = asyncio.create_task(release_forever())
         if settings.store_vacuum_interval_s > 0:
             vacuum = vacuum_forever(self.deps.store, settings.store_vacuum_interval_s)
             self._vacuum_task = asyncio.create_task(vacuum)
         if self.serve_http:
             steps.phase("http")
             await self._start_http()
-        if settings.gc_freeze:
-            heap_freeze.freeze()
-            self._frozen = True
+        heap_freeze.freeze()  # shorter full collections: the loop pauses less
+        self._frozen = True
         log.info(
             "memoryos is up: broker %s, http %s:%s, llm %s, store %s",
             self.broker_url,
@@ -257,7 +255,7 @@ class Stack:
         batching = MicroBatchingEmbedder(self.deps.embedder)
         return dataclasses.replace(self.deps, embedder=batching)
 
-    # --- the pipeline (worker, reconciler, lag probe), and recycling the broker (issue 18) ---
+    # --- the pipeline (worker, reconciler, lag probe), and recycling the broker (roll.py) ---
 
     async def _send(self, topic: str, key: bytes, value: bytes) -> None:
         assert self.memory_app is not None
@@ -270,7 +268,7 @@ class Stack:
         await ensure_topics(self.broker_url.removeprefix("kafka://"), settings)
         # With the journal and the gate, the turns the pairing stage makes are written as a
         # client's are: a direct send beside a roll's catch-up, which reads the same journal
-        # entry and sends it too, could link a turn twice (found by review).
+        # entry and sends it too, could link a turn twice.
         write_turns = None
         if self.service is not None and self.gate is not None and self.gate.journaled:
             write_turns = self.service.write_turns
@@ -388,8 +386,8 @@ class Stack:
         that lock the catch-up could only stop when a read found nothing and no send was
         dropped while it ran, which steady concurrent writes can keep from ever happening.
         The gate opens in that same step: opened later (a roll's `finally`, once under
-        `asyncio.wait_for`, a task of its own), a batch acknowledged in between was dropped
-        with no read to come, and a soak lost its turns. So nothing is sent before an earlier
+        `asyncio.wait_for`, a task of its own), a batch acknowledged in between would be
+        dropped with no read to come, and its turns lost. So nothing is sent before an earlier
         turn or message of its user; at start no client is served yet."""
         assert self.gate is not None
         assert self.reconciler is not None
@@ -406,7 +404,7 @@ class Stack:
                 break
             await self._catch_up_send(catch_up, *found)
         # Without the journal the gate holds writes instead of dropping them, holding the
-        # writers' lock: waiting for it alone would wait out the gate (found by review).
+        # writers' lock: waiting for it alone would wait out the gate.
         alone = self._writes.writer if self.gate.journaled else contextlib.nullcontext()
         async with self._forget_lock, alone:
             while any(found := await self._catch_up_read(catch_up)):  # a read is capped
@@ -499,7 +497,7 @@ class Stack:
 
     async def health(self) -> dict[str, Any]:
         assert self.deps is not None
-        # /healthz is unauthenticated: the status only, no configuration (issue 11)
+        # /healthz is unauthenticated: the status only, no configuration
         return {"status": "ok"}
 
     async def ready(self) -> dict[str, Any]:

@@ -58,7 +58,6 @@ async def test_the_start_up_heap_is_frozen_while_up_and_handed_back_at_stop(
     import gc
 
     settings = load_settings(data_dir=tmp_path, broker_port=free_port(), port=0, **FAST_GROUP)
-    assert settings.gc_freeze, "on by default"
     stack = Stack(settings, serve_http=False)
     await stack.start()
     try:
@@ -75,7 +74,6 @@ async def test_the_stack_sets_the_gil_switch_interval_at_start(tmp_path: Path) -
     before = sys.getswitchinterval()
     sys.setswitchinterval(0.005)  # Python's own
     settings = load_settings(data_dir=tmp_path, broker_port=free_port(), port=0, **FAST_GROUP)
-    assert settings.gil_switch_interval_ms == 0.5, "the default"
     stack = Stack(settings, serve_http=False)
     await stack.start()
     try:

@@ -1,10 +1,11 @@
-"""`MEMORYOS_MALLOC_ARENA_MAX`: glibc makes no more arenas than it allows (issue 18).
+"""The arena limit: glibc makes no more arenas than the stack allows.
 
 Each case runs in a fresh interpreter: arenas once made stay for the process's life.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -13,7 +14,6 @@ import tempfile
 import pytest
 
 from adapters import native_memory
-from adapters.settings import Settings
 
 pytestmark = pytest.mark.skipif(native_memory._LIBC is None, reason="glibc's malloc only")
 
@@ -68,8 +68,9 @@ def test_a_limit_set_after_the_threads_made_their_arenas_says_it_may_not_hold() 
     assert took is False
 
 
-def test_the_default_is_two_arenas() -> None:
-    assert Settings().malloc_arena_max == 2
+def test_the_stack_asks_for_two_arenas() -> None:
+    assert native_memory.ARENAS == 2
+    assert inspect.signature(native_memory.limit_arenas).parameters["count"].default == 2
 
 
 def test_malloc_arena_max_in_the_environment_is_left_to_glibc() -> None:

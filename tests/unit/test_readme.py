@@ -1,10 +1,11 @@
-"""The docs document every setting and every command (a test fails when one is added), and
-the README stays a front door."""
+"""The docs document every setting and every command (a test fails when one is added or the
+page is stale), and the README stays a front door."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from adapters import settings_doc
 from adapters.settings import ENV_PREFIX, Settings
 from streams.cli import build_parser
 
@@ -21,6 +22,10 @@ def test_every_setting_is_in_the_configuration_table() -> None:
         if f"`{ENV_PREFIX + name.upper()}`" not in CONFIGURATION
     ]
     assert not missing, f"docs/configuration.md lacks {missing}"
+
+
+def test_the_configuration_page_is_made_from_the_settings() -> None:
+    assert settings_doc.render() == CONFIGURATION, "stale: run `make docs`"
 
 
 def test_every_command_is_documented() -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.settings import load_settings
+from adapters.settings import GROUPS, Settings, load_settings
 from schemas.errors import ConfigError
 
 
@@ -132,3 +132,9 @@ def test_the_broker_url_takes_host_port_lists_as_kafka_tools_do(given: str, kept
 def test_a_broker_url_without_host_and_port_is_refused_naming_the_variable(given: str) -> None:
     with pytest.raises(ConfigError, match="MEMORYOS_BROKER_URL"):
         load_settings(broker_url=given)
+
+
+def test_every_setting_is_in_exactly_one_group() -> None:
+    grouped = [name for _, _, names in GROUPS for name in names]
+    assert sorted(grouped) == sorted(Settings.model_fields), "a setting in no group, or in two"
+    assert GROUPS[-1][0] == "Advanced", "the advanced group comes last"
