@@ -14,9 +14,9 @@ from adapters.keyring import Keyring, generation, is_sealed
 from schemas.codec import dumps
 from schemas.errors import InvalidEvent, StoreError
 from schemas.topics import DLQ, MESSAGES, MTM, PAGES, PERSONA, TURNS
-from tests.agents.test_pairing import msg
-from tests.agents.test_pipeline_fakes import ingest, service_for
+from tests.support.builders import msg
 from tests.support.fakes import FakeLLM, Pipeline, make_deps
+from tests.support.pipelines import ingest, service_for
 
 pytestmark = pytest.mark.asyncio
 

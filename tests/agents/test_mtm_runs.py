@@ -4,7 +4,6 @@ one summary call per segment they joined, and the same placement as one page at 
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,41 +14,8 @@ from schemas.codec import dumps
 from schemas.records import RetrievalHit
 from schemas.topics import MTM as MTM_TOPIC
 from schemas.topics import TURNS, user_key
-from schemas.turn import TurnEvent
 from tests.support.fakes import FakeLLM, Pipeline, make_deps
-
-THEMES = ("hiking in the alps", "baking sourdough bread", "hiking boots for the alps")
-
-
-def turn(user: str, index: int) -> TurnEvent:
-    theme = THEMES[index % len(THEMES)]
-    return TurnEvent(
-        user_id=user,
-        turn_id=f"t{index:03d}",
-        query=f"Note {index}: tell me more about {theme}",
-        response=f"Here is something on {theme}.",
-        timestamp=datetime.fromtimestamp(1_700_000_000 + index * 60, UTC),
-    )
-
-
-async def placed(
-    run_max: int, combine: bool = True, turns: int = 14, heat_tau: float = 1000.0
-) -> tuple[Pipeline, FakeLLM]:
-    pipeline = Pipeline(
-        await make_deps(
-            stm_capacity=2,
-            llm_run_max=run_max,
-            llm_combine=combine,
-            theta=0.3,
-            heat_tau=heat_tau,
-        )
-    )
-    for index in range(turns):
-        await pipeline.send(TURNS, user_key("ann"), dumps(turn("ann", index)))
-    await pipeline.drain()
-    llm = pipeline.deps.llm
-    assert isinstance(llm, FakeLLM)
-    return pipeline, llm
+from tests.support.pipelines import placed, themed_turn
 
 
 async def segments_of(pipeline: Pipeline) -> dict[str, tuple[list[str], list[str]]]:
@@ -118,7 +84,7 @@ async def with_task_down(task: str, turns: int, **settings: object) -> tuple[Pip
 
     llm.hook = down
     for index in range(turns):
-        await pipeline.send(TURNS, user_key("ann"), dumps(turn("ann", index)))
+        await pipeline.send(TURNS, user_key("ann"), dumps(themed_turn("ann", index)))
     await pipeline.drain()
     return pipeline, llm
 
@@ -130,7 +96,7 @@ async def test_a_summary_the_run_could_not_write_stays_owed_until_the_next_run()
     assert owed, "the merged pages are owed to their summaries"
     assert not pipeline.dead_letters(), "a late summary loses nothing: no dead letter"
     llm.hook = None
-    await pipeline.send(TURNS, user_key("ann"), dumps(turn("ann", 10)))
+    await pipeline.send(TURNS, user_key("ann"), dumps(themed_turn("ann", 10)))
     await pipeline.drain()
     state = MidTermState.from_dict(await pipeline.deps.repo.load_doc("ann", HEAT_DOC))
     assert state.stale_summaries() == {}

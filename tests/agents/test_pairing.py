@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -14,32 +13,13 @@ from adapters.stores.edge import EdgeStore
 from memory.ids import message_turn_id
 from memory.pairing import message_digest
 from schemas.codec import dumps
-from schemas.message import MessageEvent
 from schemas.records import PairingTick
 from schemas.topics import DLQ, MESSAGES, TURNS, user_key
 from service.response import ResponseService
 from streams.reconciler import Reconciler
+from tests.support.builders import msg
 from tests.support.fakes import FakeClock, Pipeline, make_deps
-
-T0 = 1_700_000_000
-
-
-def msg(
-    n: int, role: str, text: str, conversation: str, channel: str, at: int | None = None
-) -> MessageEvent:
-    return MessageEvent.model_validate(
-        {
-            "user_id": "ann",
-            "conversation_id": conversation,
-            "message_id": f"m{n}",
-            "role": role,
-            "text": text,
-            "timestamp": datetime.fromtimestamp(T0 + (at if at is not None else n * 10), UTC),
-            "channel": channel,
-            "meta": {"n": n},
-        }
-    )
-
+from tests.support.pipelines import send_messages
 
 WHATSAPP = [
     msg(1, "user", "My parcel 42 has not arrived.", "wa-1", "whatsapp"),
@@ -52,15 +32,10 @@ EMAIL = [
 ]
 
 
-async def send(pipeline: Pipeline, messages: list[MessageEvent]) -> None:
-    for message in messages:
-        await pipeline.send(MESSAGES, user_key(message.user_id), dumps(message))
-
-
 async def test_two_channels_of_one_user_end_up_in_one_memory() -> None:
     pipeline = Pipeline(await make_deps(stm_capacity=7))
     interleaved = [EMAIL[0], WHATSAPP[0], EMAIL[1], WHATSAPP[1], EMAIL[2]]
-    await send(pipeline, interleaved)
+    await send_messages(pipeline, interleaved)
     await pipeline.drain()
     pages = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
     assert [(p.channel, p.query, p.response) for p in pages] == [
@@ -77,7 +52,7 @@ async def test_two_channels_of_one_user_end_up_in_one_memory() -> None:
 
 async def test_replaying_the_messages_changes_nothing() -> None:
     pipeline = Pipeline(await make_deps(stm_capacity=7))
-    await send(pipeline, [*WHATSAPP, *EMAIL])
+    await send_messages(pipeline, [*WHATSAPP, *EMAIL])
     await pipeline.drain()
     pipeline.offsets[MESSAGES] = 0
     pipeline.tables["pairing"].clear()  # the stage rebuilds its state from the store
@@ -92,7 +67,7 @@ async def test_an_unanswered_message_becomes_a_turn_with_an_empty_response_after
     clock = deps.clock
     assert isinstance(clock, FakeClock)
     pipeline = Pipeline(deps)
-    await send(pipeline, [WHATSAPP[0]])
+    await send_messages(pipeline, [WHATSAPP[0]])
     await pipeline.drain()
     tick = PairingTick(user_id="ann", at=clock.now() + 30)
     await pipeline.send(MESSAGES, user_key("ann"), dumps(tick))
@@ -105,7 +80,7 @@ async def test_an_unanswered_message_becomes_a_turn_with_an_empty_response_after
     assert (page.query, page.response) == (WHATSAPP[0].text, "")
     assert page.turn_id == message_turn_id("ann", "m1")
     # the late reply is a turn of its own, with an empty query
-    await send(pipeline, [WHATSAPP[1]])
+    await send_messages(pipeline, [WHATSAPP[1]])
     await pipeline.drain()
     pages = await deps.repo.stm_pages("ann", with_vectors=False)
     assert [(p.query, p.response) for p in pages][-1] == ("", WHATSAPP[1].text)
@@ -123,7 +98,7 @@ async def test_the_reconciler_makes_an_unanswered_message_memory_on_every_store(
     assert isinstance(clock, FakeClock)
     pipeline = Pipeline(deps)
     reconciler = Reconciler(deps.repo, NoJournal(), pipeline.send, clock=clock)
-    await send(pipeline, [WHATSAPP[0]])
+    await send_messages(pipeline, [WHATSAPP[0]])
     await pipeline.drain()
     assert (await reconciler.run_pass()).ticks == 1  # waiting, not yet due
     await pipeline.drain()
@@ -141,7 +116,7 @@ async def test_a_customer_message_long_after_the_last_one_starts_a_new_turn() ->
     pipeline = Pipeline(await make_deps(stm_capacity=7, pairing_wait_s=60))
     late = msg(7, "user", "Are you there?", "wa-1", "whatsapp", at=600)
     reply = msg(8, "assistant", "Yes, here.", "wa-1", "whatsapp", at=610)
-    await send(pipeline, [WHATSAPP[0], late, reply])
+    await send_messages(pipeline, [WHATSAPP[0], late, reply])
     await pipeline.drain()
     pages = await pipeline.deps.repo.stm_pages("ann", with_vectors=False)
     assert [(p.query, p.response) for p in pages] == [
@@ -155,7 +130,7 @@ async def test_bad_messages_are_dead_lettered_and_the_next_ones_go_on() -> None:
     bad = dumps(WHATSAPP[0]).replace(b'"user"', b'"customer"')
     await pipeline.send(MESSAGES, user_key("ann"), bad)
     await pipeline.send(MESSAGES, user_key("bob"), dumps(WHATSAPP[0]))  # not the user's key
-    await send(pipeline, WHATSAPP)
+    await send_messages(pipeline, WHATSAPP)
     await pipeline.drain()
     reasons = [(d.headers["error"], d.headers["stage"]) for d in pipeline.topics[DLQ]]
     assert reasons == [(b"invalid", b"pairing"), (b"invalid", b"pairing")]

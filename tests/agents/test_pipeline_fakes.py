@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 import pytest
 
-from adapters.journal import SqliteJournal
 from adapters.ports import PAGES as PAGE_POINTS
 from adapters.ports import SEGMENTS
 from adapters.repository import LEAVING, MTM, STM
@@ -18,40 +16,18 @@ from agents.runtime import MAX_RECORD_BYTES
 from schemas.codec import dumps
 from schemas.errors import UnauthorizedForget
 from schemas.records import ForgetUser
-from schemas.topics import DLQ, PAGES, PERSONA, TURNS, user_key
+from schemas.topics import DLQ, PAGES, PERSONA, TURNS
 from schemas.topics import MTM as MTM_TOPIC
-from schemas.turn import TurnEvent
-from service.response import ResponseService
 from streams.reconciler import Reconciler
+from tests.support.builders import turn
 from tests.support.fakes import FakeLLM, Pipeline, gate, make_deps
-
-
-def turn(user: str, index: int, text: str = "") -> TurnEvent:
-    return TurnEvent(
-        user_id=user,
-        turn_id=f"t{index:03d}",
-        query=text or f"I like hiking trip number {index} in the mountains",
-        response=f"Noted, trip {index}.",
-        timestamp=datetime.fromtimestamp(1_700_000_000 + index * 60, UTC),
-    )
+from tests.support.pipelines import ingest, service_for, tiers
 
 
 @pytest.fixture
 async def pipeline() -> Pipeline:
     # The LLM at every stage, continuity included: these tests hold and fail its calls.
     return Pipeline(await make_deps(continuity_llm="always"))
-
-
-async def ingest(pipeline: Pipeline, user: str, count: int, start: int = 0) -> None:
-    for index in range(start, start + count):
-        await pipeline.send(TURNS, user_key(user), dumps(turn(user, index)))
-
-
-async def tiers(pipeline: Pipeline, user: str) -> dict[str, int]:
-    store = pipeline.deps.store
-    return {
-        tier: await store.count(PAGE_POINTS, user, {"tier": tier}) for tier in (STM, LEAVING, MTM)
-    }
 
 
 async def test_turns_flow_through_every_tier_in_order(pipeline: Pipeline) -> None:
@@ -153,10 +129,6 @@ async def test_bad_records_are_dead_lettered_with_a_reason_and_valid_ones_go_on(
         reference = orjson.loads(await opened(pipeline, dead.value))
         assert (reference["topic"], reference["size"]) == (TURNS, len(value))
     assert len(await pipeline.deps.repo.stm_pages("ann")) == 2
-
-
-async def service_for(pipeline: Pipeline, tmp_path: Path) -> ResponseService:
-    return ResponseService(pipeline.deps, pipeline, SqliteJournal(tmp_path / "journal.sqlite3"))
 
 
 PAPER_CALLS = {"llm_run_max": 1, "llm_combine": False}

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from schemas.codec import dumps
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
 from service.response import ResponseService
+from tests.support.builders import turn
 from tests.support.fakes import FakeLLM, Pipeline, make_deps
 
 
@@ -24,13 +23,14 @@ class TraitLLM(FakeLLM):
         return [line[11:] for line in dialogue.splitlines() if line.startswith("Assistant: ")]
 
 
-def turn(index: int, assistant: str | None, query: str) -> TurnEvent:
-    return TurnEvent(
-        user_id="ann",
+def bot_turn(index: int, assistant: str | None, query: str) -> TurnEvent:
+    """Ann's turn ``t<index>`` with ``assistant``, whose reply names it."""
+    return turn(
+        "ann",
+        index,
+        query,
         turn_id=f"t{index}",
-        query=query,
         response=f"I am the {assistant or 'default'} bot, reply {index}.",
-        timestamp=datetime.fromtimestamp(1_700_000_000 + index * 60, UTC),
         assistant_id=assistant,
     )
 
@@ -47,7 +47,7 @@ async def test_agent_traits_are_per_assistant_and_user_memory_is_shared() -> Non
     pipeline = Pipeline(deps)
     queries = ["My name is Ann Berg.", "I live in Bergen now.", "Invoice question."]
     turns = [
-        turn(i, "billing" if i % 2 else "travel", queries[i] if i < 3 else f"hiking trip {i}")
+        bot_turn(i, "billing" if i % 2 else "travel", queries[i] if i < 3 else f"hiking trip {i}")
         for i in range(8)
     ]
     await run_turns(pipeline, turns)
@@ -71,13 +71,13 @@ async def test_agent_traits_are_per_assistant_and_user_memory_is_shared() -> Non
 async def test_the_api_profile_wins_over_extracted_attributes_and_reaches_the_prompt() -> None:
     deps = await make_deps()
     pipeline = Pipeline(deps)
-    await run_turns(pipeline, [turn(i, None, "My name is Annie.") for i in range(8)])
+    await run_turns(pipeline, [bot_turn(i, None, "My name is Annie.") for i in range(8)])
     service = ResponseService(deps, pipeline)
     assert (await service.get_memory("ann"))["persona"]["profile"] == {"name": "Annie"}
 
     await service.set_profile("ann", {"name": "Ann", "plan": "gold"})
     await service.set_assistant_profile("support", {"name": "Sam", "role": "support agent"})
-    await run_turns(pipeline, [turn(i, None, "My name is Annie.") for i in range(8, 16)])
+    await run_turns(pipeline, [bot_turn(i, None, "My name is Annie.") for i in range(8, 16)])
     memory = await service.get_memory("ann")
     assert memory["persona"]["profile"] == {"name": "Ann", "plan": "gold"}
     retrieved = await service.retrieve("ann", "what is my plan?", assistant_id="support")

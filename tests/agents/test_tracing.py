@@ -23,8 +23,9 @@ from schemas.codec import dumps
 from schemas.topics import DLQ, TURNS, user_key
 from service.http import create_http_app
 from service.response import ResponseService
-from tests.agents.test_pipeline_fakes import turn
+from tests.support.builders import turn
 from tests.support.fakes import FakeLLM, Pipeline, make_deps
+from tests.support.pipelines import placed
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER = f"00-{CALLER_TRACE}-00f067aa0ba902b7-01"
@@ -185,7 +186,6 @@ async def test_a_run_of_visits_handled_together_leads_from_every_visits_trace(
 ) -> None:
     from schemas.records import RetrievalHit
     from schemas.topics import MTM
-    from tests.agents.test_mtm_runs import placed
 
     pipeline, _ = await placed(run_max=8)
     segment_ids = [k.segment.segment_id for k in await pipeline.deps.repo.all_segments("ann")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from tests.deploy.test_deploy_static import DEPLOY, load_yaml
+from tests.support.deploy import DEPLOY, load_yaml
 from tests.support.prometheus import binary
 
 RULES = DEPLOY / "prometheus" / "alerts.yml"

@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaProducer
 
 from evaluation.fake_openai import FakeOpenAI, Fault
 from schemas.topics import TURNS
-from tests.deploy.test_deploy_static import DEPLOY, load_dashboard, load_yaml, panels
+from tests.support.deploy import DEPLOY, load_dashboard, load_yaml, panels
 from tests.support.prometheus import LivePrometheus
 from tests.support.stacks import UpProcess, eventually
 

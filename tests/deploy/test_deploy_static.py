@@ -7,12 +7,10 @@ or alert queries, the CLI's HTTP endpoints for probes and scrape targets.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
 import tomllib
-from collections.abc import Iterator
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
@@ -25,18 +23,14 @@ from pydantic import AliasChoices
 
 from adapters.metrics import Metrics
 from adapters.settings import ENV_PREFIX, Settings
+from tests.support.deploy import DEPLOY, load_dashboard, load_yaml, panels
 from tests.support.paths import ROOT
 
-DEPLOY = ROOT / "deploy"
 OUR_SERVICES = {"worker": "worker", "service": "serve"}  # compose service -> CLI command
 COMPOSE_SERVICES = {"kafka", "qdrant", *OUR_SERVICES, "prometheus", "tempo", "grafana"}
 # Labels Prometheus adds to every scraped series.
 TARGET_LABELS = {"job", "instance"}
 METRIC = re.compile(r"\bmemoryos_[a-z_]+")
-
-
-def load_yaml(path: Path) -> Any:
-    return yaml.safe_load(path.read_text())
 
 
 # --- the code's side: settings and metrics ---
@@ -302,20 +296,9 @@ def test_alert_rules_use_exported_metrics() -> None:
 # --- Grafana ---
 
 
-def load_dashboard() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((DEPLOY / "grafana/dashboards/memoryos.json").read_text())
-    return data
-
-
 @pytest.fixture(scope="module")
 def dashboard() -> dict[str, Any]:
     return load_dashboard()
-
-
-def panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for panel in dashboard["panels"]:
-        yield panel
-        yield from panel.get("panels", [])  # collapsed rows hold their panels
 
 
 def test_grafana_provisioning(compose: dict[str, Any]) -> None:

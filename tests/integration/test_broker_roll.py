@@ -30,7 +30,8 @@ from streams.progress import NO_PROGRESS
 from streams.reconciler import Owed, Reconciler
 from streams.retention import topic_configs
 from streams.stack import Stack
-from tests.support.stacks import eventually, make_turns, running_stack
+from tests.support.builders import make_turns
+from tests.support.stacks import eventually, running_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 

@@ -19,8 +19,8 @@ from adapters.ports import PAGES
 from adapters.settings import Settings
 from adapters.stores.edge import EdgeStore
 from evaluation.fake_openai import FakeOpenAI
-from tests.integration.test_crash_recovery import up_env
-from tests.support.stacks import UpProcess, eventually, kill_everything, make_turns
+from tests.support.builders import make_turns
+from tests.support.stacks import UpProcess, eventually, kill_everything, up_env
 
 pytestmark = [
     pytest.mark.integration,

@@ -21,15 +21,16 @@ from adapters.settings import load_settings
 from evaluation.fake_openai import FakeOpenAI
 from streams import reconciler as reconciler_module
 from streams.broker import free_port
+from tests.support.builders import make_turns
 from tests.support.stacks import (
     FAST_GROUP,
     UpProcess,
     eventually,
     kill_everything,
-    make_turns,
     memory_with,
     running_stack,
     summary,
+    up_env,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
@@ -37,19 +38,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 USERS = ("crash-a", "crash-b", "crash-c")
 PER_USER = 70  # 210 turns in all
 STM_CAPACITY = 7
-
-
-def up_env(server: FakeOpenAI) -> dict[str, str]:
-    """The embedded default with a slow OpenAI-compatible fake, to hold work in flight."""
-    return {
-        "MEMORYOS_LLM": "openai",
-        "MEMORYOS_EMBEDDER": "openai",
-        "MEMORYOS_OPENAI_BASE_URL": server.base_url,
-        "MEMORYOS_OPENAI_API_KEY": "test-key",
-        "MEMORYOS_LLM_MODEL": "fake-model",
-        "MEMORYOS_EMBEDDING_MODEL": "fake-embedding",
-        "MEMORYOS_RECONCILE_INTERVAL_S": "5",
-    }
 
 
 async def post_turns(up: UpProcess, batch: list[dict[str, Any]]) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.stacks import eventually, make_turns, running_stack, the_line, up_once
+from tests.support.builders import make_turns
+from tests.support.stacks import eventually, running_stack, the_line, up_once
 from tests.support.tmpfs import MIB, fill_until, free_bytes, mounted_tmpfs
 
 pytestmark = [pytest.mark.integration]

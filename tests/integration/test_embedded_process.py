@@ -11,14 +11,8 @@ import orjson
 import pytest
 
 from streams.broker import EmbeddedBroker, free_port, port_is_open
-from tests.support.stacks import (
-    UpProcess,
-    eventually,
-    make_turns,
-    model_processes,
-    running,
-    strip_volatile,
-)
+from tests.support.builders import make_turns
+from tests.support.stacks import UpProcess, eventually, model_processes, running, strip_volatile
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 

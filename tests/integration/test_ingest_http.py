@@ -12,7 +12,8 @@ from client.aio import AsyncMemoryClient
 from schemas.errors import ConfigError
 from streams.commands import ingest as ingest_command
 from streams.progress import NO_PROGRESS
-from tests.support.stacks import make_turns, running_stack
+from tests.support.builders import make_turns
+from tests.support.stacks import running_stack
 
 pytestmark = pytest.mark.integration
 

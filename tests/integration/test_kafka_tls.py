@@ -25,8 +25,9 @@ from streams.commands.ingest import send_file
 from streams.lag import LagProbe
 from streams.progress import NO_PROGRESS
 from streams.stack import KafkaSink, Stack
+from tests.support.builders import make_turns
 from tests.support.fixtures import settings_for
-from tests.support.stacks import FAST_GROUP, eventually, make_turns
+from tests.support.stacks import FAST_GROUP, eventually
 from tests.support.tls import TlsBroker, broker_behind_tls, self_signed
 
 pytestmark = [pytest.mark.integration]

@@ -9,7 +9,8 @@ import pytest_asyncio
 
 from adapters.ports import PAGES, SEGMENTS
 from streams.stack import Stack
-from tests.support.stacks import make_turns, running_stack
+from tests.support.builders import make_turns
+from tests.support.stacks import running_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 

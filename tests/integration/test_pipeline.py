@@ -23,7 +23,8 @@ from schemas.records import Page
 from schemas.topics import DLQ, MTM, PAGES, TURNS
 from service.response import ResponseService
 from streams.stack import Stack
-from tests.support.stacks import eventually, make_turns, running_stack, strip_volatile
+from tests.support.builders import make_turns
+from tests.support.stacks import eventually, running_stack, strip_volatile
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 

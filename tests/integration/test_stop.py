@@ -17,7 +17,8 @@ import pytest
 from adapters.settings import load_settings
 from streams.broker import free_port
 from streams.stack import Stack
-from tests.support.stacks import FAST_GROUP, make_turns
+from tests.support.builders import make_turns
+from tests.support.stacks import FAST_GROUP
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 

@@ -16,11 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.builders import make_turns
 from tests.support.stacks import (
     UpProcess,
     eventually,
     kill_everything,
-    make_turns,
     memory_with,
     summary,
     the_line,

@@ -11,22 +11,11 @@ from memory.heat import HeatParams
 from memory.ids import segment_id
 from memory.mtm import AddOutcome, MidTermState
 from memory.stm import push_page
-from schemas.records import ChainLink, Page
+from schemas.records import Page
+from tests.support.builders import page
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 PARAMS = HeatParams(mu=50.0)  # short time constant so recency matters within a test
-
-
-def make_page(n: int) -> Page:
-    return Page(
-        page_id=f"p{n}",
-        user_id="u1",
-        turn_id=f"t{n}",
-        query="q",
-        response="r",
-        timestamp=T0 + timedelta(seconds=n),
-        chain=ChainLink(chain_id=f"p{n}"),
-    )
 
 
 # One step per pushed page: (replay it right away?, segment choice, segments retrieved).
@@ -46,9 +35,9 @@ def test_every_page_ends_up_exactly_once(
     evicted_pages: list[str] = []
     for number, (replay, choice, visits) in enumerate(plan):
         now = float(number)
-        page = make_page(number)
+        pushed = page(number, "q", "r", timestamp=T0 + timedelta(seconds=number))
         for _ in range(2 if replay else 1):
-            window, leaving = push_page(window, page, stm_capacity)
+            window, leaving = push_page(window, pushed, stm_capacity)
             for old in leaving:
                 # the segment agent: join a live segment (by index) or open a new one
                 live = sorted(state.segments)

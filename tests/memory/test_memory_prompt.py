@@ -5,19 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from memory.prompt import build_prompt, prompt_texts
-from schemas.records import ChainLink, Page, Persona, Trait
+from schemas.records import Page, Persona, Trait
+from tests.support.builders import page
 
 
-def make_page(n: int, summary: str = "") -> Page:
-    return Page(
-        page_id=f"p{n}",
-        user_id="u1",
-        turn_id=f"t{n}",
-        query=f"question {n}",
-        response=f"answer {n}",
-        timestamp=datetime(2024, 5, n, 9, 30, tzinfo=UTC),
-        chain=ChainLink(chain_id=f"p{n}", summary=summary),
-    )
+def may_page(n: int, summary: str = "") -> Page:
+    """Page ``n``, written on the ``n``th of May 2024 at 9:30 (the prompt shows the date)."""
+    return page(n, summary=summary, timestamp=datetime(2024, 5, n, 9, 30, tzinfo=UTC))
 
 
 PERSONA = Persona(
@@ -31,8 +25,8 @@ PERSONA = Persona(
 
 PROMPT_ARGS: dict[str, object] = {
     "query": "Where did Ann go in May?",
-    "short_term": [make_page(3), make_page(4)],
-    "mid_term": [make_page(1, summary="Trip to Oslo")],
+    "short_term": [may_page(3), may_page(4)],
+    "mid_term": [may_page(1, summary="Trip to Oslo")],
     "persona": PERSONA,
     "user_knowledge": ["I live in Bergen"],
     "agent_traits": ["I recommended Interstellar"],
@@ -100,15 +94,15 @@ def test_empty_tiers_say_none() -> None:
 
 
 def test_page_in_both_tiers_is_shown_once() -> None:
-    _, user = prompt(short_term=[make_page(1)], mid_term=[make_page(1, "s"), make_page(2)])
+    _, user = prompt(short_term=[may_page(1)], mid_term=[may_page(1, "s"), may_page(2)])
     assert user.count("User: question 1") == 1
     assert user.count("User: question 2") == 1
 
 
 def test_prompt_texts_in_tier_order_without_repeats() -> None:
     texts = prompt_texts(
-        [make_page(3)],
-        [make_page(3), make_page(1, "Trip")],
+        [may_page(3)],
+        [may_page(3), may_page(1, "Trip")],
         ["I live in Bergen", " ", "I live in Bergen"],
         ["I recommended Interstellar"],
     )

@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.stm import push_page
 from schemas.records import ChainLink, Page
-
-T0 = datetime(2024, 1, 1, tzinfo=UTC)
-
-
-def make_page(
-    n: int, *, chain_id: str | None = None, prev: str | None = None, summary: str = ""
-) -> Page:
-    page_id = f"p{n}"
-    return Page(
-        page_id=page_id,
-        user_id="u1",
-        turn_id=f"t{n}",
-        query=f"question {n}",
-        response=f"answer {n}",
-        timestamp=T0 + timedelta(minutes=n),
-        chain=ChainLink(chain_id=chain_id or page_id, prev=prev, summary=summary),
-    )
+from tests.support.builders import page
 
 
 def ids(pages: list[Page]) -> list[str]:
@@ -37,43 +19,43 @@ def test_fifo_evicts_oldest_first() -> None:
     window: list[Page] = []
     evicted_all: list[Page] = []
     for n in range(5):
-        window, evicted = push_page(window, make_page(n), capacity=3)
+        window, evicted = push_page(window, page(n), capacity=3)
         evicted_all += evicted
     assert ids(window) == ["p2", "p3", "p4"]
     assert ids(evicted_all) == ["p0", "p1"]
 
 
 def test_capacity_one() -> None:
-    window, evicted = push_page([], make_page(1), capacity=1)
+    window, evicted = push_page([], page(1), capacity=1)
     assert (ids(window), evicted) == (["p1"], [])
-    window, evicted = push_page(window, make_page(2), capacity=1)
+    window, evicted = push_page(window, page(2), capacity=1)
     assert (ids(window), ids(evicted)) == (["p2"], ["p1"])
 
 
 def test_lowered_capacity_evicts_every_excess_page_oldest_first() -> None:
-    window = [make_page(n) for n in range(7)]  # held under a capacity of 7, now 3
-    new_window, evicted = push_page(window, make_page(7), capacity=3)
+    window = [page(n) for n in range(7)]  # held under a capacity of 7, now 3
+    new_window, evicted = push_page(window, page(7), capacity=3)
     assert ids(new_window) == ["p5", "p6", "p7"]
     assert ids(evicted) == ["p0", "p1", "p2", "p3", "p4"]
 
 
 def test_capacity_must_be_positive() -> None:
     with pytest.raises(ValueError, match="capacity"):
-        push_page([], make_page(1), capacity=0)
+        push_page([], page(1), capacity=0)
 
 
 def test_replayed_page_is_a_no_op_even_when_full() -> None:
-    window = [make_page(1), make_page(2)]
-    replay = make_page(1).model_copy(update={"query": "changed"})
+    window = [page(1), page(2)]
+    replay = page(1).model_copy(update={"query": "changed"})
     new_window, evicted = push_page(window, replay, capacity=2)
     assert new_window == window
     assert evicted == []
 
 
 def test_continuation_links_previous_page_and_shares_summary() -> None:
-    first = make_page(1, summary="Paris trip")
-    other = make_page(2, summary="Cooking")
-    second = make_page(3, chain_id="p1", prev="p1", summary="Paris trip, museums")
+    first = page(1, summary="Paris trip")
+    other = page(2, summary="Cooking")
+    second = page(3, chain_id="p1", prev="p1", summary="Paris trip, museums")
     window, _ = push_page([first, other], second, capacity=5)
     by_id = {page.page_id: page for page in window}
     assert by_id["p1"].chain == ChainLink(
@@ -85,25 +67,25 @@ def test_continuation_links_previous_page_and_shares_summary() -> None:
 
 def test_summary_reaches_every_page_of_the_chain() -> None:
     window: list[Page] = []
-    window, _ = push_page(window, make_page(1, summary="s1"), capacity=5)
-    window, _ = push_page(window, make_page(2, chain_id="p1", prev="p1", summary="s2"), capacity=5)
-    window, _ = push_page(window, make_page(3, chain_id="p1", prev="p2", summary="s3"), capacity=5)
+    window, _ = push_page(window, page(1, summary="s1"), capacity=5)
+    window, _ = push_page(window, page(2, chain_id="p1", prev="p1", summary="s2"), capacity=5)
+    window, _ = push_page(window, page(3, chain_id="p1", prev="p2", summary="s3"), capacity=5)
     assert [page.chain.summary for page in window] == ["s3", "s3", "s3"]
     assert [page.chain.next for page in window] == ["p2", "p3", None]
     assert [page.chain.prev for page in window] == [None, "p1", "p2"]
 
 
 def test_evicted_page_leaves_with_its_next_link() -> None:
-    window, _ = push_page([], make_page(1), capacity=1)
-    window, evicted = push_page(window, make_page(2, chain_id="p1", prev="p1", summary="s"), 1)
+    window, _ = push_page([], page(1), capacity=1)
+    window, evicted = push_page(window, page(2, chain_id="p1", prev="p1", summary="s"), 1)
     assert evicted[0].chain.next == "p2"
     assert evicted[0].chain.summary == "s"
 
 
 def test_inputs_are_not_mutated() -> None:
-    window = [make_page(1), make_page(2)]
+    window = [page(1), page(2)]
     snapshot = [page.model_dump() for page in window]
-    _, evicted = push_page(window, make_page(3, chain_id="p1", prev="p1", summary="x"), 2)
+    _, evicted = push_page(window, page(3, chain_id="p1", prev="p1", summary="x"), 2)
     assert [page.model_dump() for page in window] == snapshot
     assert evicted[0].chain.next == "p3"
     assert window[0].chain.next is None
@@ -118,8 +100,8 @@ pushes = st.lists(
 
 def build(number: int, continues: bool, summary: str, last: Page | None) -> Page:
     if continues and last is not None and last.page_id != f"p{number}":
-        return make_page(number, chain_id=last.chain.chain_id, prev=last.page_id, summary=summary)
-    return make_page(number, summary=summary)
+        return page(number, chain_id=last.chain.chain_id, prev=last.page_id, summary=summary)
+    return page(number, summary=summary)
 
 
 @given(pushes, st.integers(1, 8))

@@ -10,28 +10,18 @@ from schemas.codec import decode, dumps
 from schemas.errors import InvalidEvent
 from schemas.export import SCHEMA_PATH, turn_schema_json
 from schemas.turn import MAX_META_BYTES, MAX_TEXT_CHARS, TurnEvent
-
-
-def turn(**changes: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "user_id": "u-1",
-        "turn_id": "t-1",
-        "query": "I moved to Lisbon last spring.",
-        "response": "How do you like it?",
-        "timestamp": "2024-05-08T13:56:00+00:00",
-    }
-    return base | changes
+from tests.support.builders import turn_json
 
 
 def test_valid_turn_round_trips() -> None:
-    event = decode(TurnEvent, orjson.dumps(turn(meta={"dia_ids": ["D1:1"]}, channel="sms")))
+    event = decode(TurnEvent, orjson.dumps(turn_json(meta={"dia_ids": ["D1:1"]}, channel="sms")))
     again = decode(TurnEvent, dumps(event))
     assert again == event
     assert event.meta == {"dia_ids": ["D1:1"]}
 
 
 def test_naive_timestamp_is_utc() -> None:
-    event = decode(TurnEvent, turn(timestamp="2024-05-08T13:56:00"))
+    event = decode(TurnEvent, turn_json(timestamp="2024-05-08T13:56:00"))
     assert event.timestamp.tzinfo == UTC
 
 
@@ -52,13 +42,13 @@ def test_naive_timestamp_is_utc() -> None:
 )
 def test_invalid_field_is_named(changes: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidEvent) as info:
-        decode(TurnEvent, turn(**changes))
+        decode(TurnEvent, turn_json(**changes))
     assert info.value.field == field
     assert field in str(info.value)
 
 
 def test_missing_field_is_named() -> None:
-    data = turn()
+    data = turn_json()
     del data["response"]
     with pytest.raises(InvalidEvent, match="response"):
         decode(TurnEvent, data)
@@ -79,9 +69,9 @@ def test_published_schema_is_current() -> None:
 def test_published_schema_accepts_what_the_model_accepts() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     schema = orjson.loads(SCHEMA_PATH.read_bytes())
-    jsonschema.validate(turn(assistant_id="bot", channel="web", meta={"a": 1}), schema)
+    jsonschema.validate(turn_json(assistant_id="bot", channel="web", meta={"a": 1}), schema)
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(turn(user_id="bad id"), schema)
+        jsonschema.validate(turn_json(user_id="bad id"), schema)
 
 
 def test_a_page_vector_travels_as_float32_base64_and_comes_back() -> None:

@@ -15,24 +15,11 @@ from schemas.codec import decode
 from schemas.errors import InvalidEvent
 from schemas.limits import MAX_META_DEPTH
 from schemas.turn import TurnEvent
-
-
-def nested(levels: int) -> dict[str, Any]:
-    """An object ``levels`` deep, counting itself: nested(1) == {}."""
-    value: dict[str, Any] = {}
-    for _ in range(levels - 1):
-        value = {"a": value}
-    return value
-
-
-def turn(**changes: Any) -> dict[str, Any]:
-    base = {"user_id": "u-1", "turn_id": "t-1", "query": "q", "response": "r",
-            "timestamp": "2024-05-08T13:56:00+00:00"}  # fmt: skip
-    return base | changes
+from tests.support.builders import nested, turn_json
 
 
 def test_meta_at_the_depth_limit_is_accepted() -> None:
-    event = decode(TurnEvent, orjson.dumps(turn(meta=nested(MAX_META_DEPTH))))
+    event = decode(TurnEvent, orjson.dumps(turn_json(meta=nested(MAX_META_DEPTH))))
     assert event.meta == nested(MAX_META_DEPTH)
 
 
@@ -40,7 +27,7 @@ def test_meta_at_the_depth_limit_is_accepted() -> None:
 def test_deeper_meta_is_dead_lettered_naming_the_field(levels: int) -> None:
     # 127 is the depth that broke the Qdrant Edge shard (issue 11, finding 1).
     with pytest.raises(InvalidEvent, match=f"deeper than {MAX_META_DEPTH}") as info:
-        decode(TurnEvent, turn(meta=nested(levels)))
+        decode(TurnEvent, turn_json(meta=nested(levels)))
     assert info.value.field == "meta"
 
 
@@ -49,19 +36,19 @@ def test_arrays_count_as_levels() -> None:
     for _ in range(MAX_META_DEPTH):
         deep = [deep]
     with pytest.raises(InvalidEvent, match=r"meta\.x(\[0\])+: nested deeper"):
-        decode(TurnEvent, turn(meta={"x": deep}))
+        decode(TurnEvent, turn_json(meta={"x": deep}))
 
 
 @pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
 def test_non_finite_numbers_anywhere_in_meta_are_refused(number: float) -> None:
     with pytest.raises(InvalidEvent, match=r"meta\.a\[1\]\.b: .*NaN and Infinity") as info:
-        decode(TurnEvent, turn(meta={"a": [1, {"b": number}]}))
+        decode(TurnEvent, turn_json(meta={"a": [1, {"b": number}]}))
     assert info.value.field == "meta"
 
 
 @pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity"])
 def test_non_finite_literals_on_the_topic_are_not_json(literal: bytes) -> None:
-    raw = orjson.dumps(turn(meta={"x": 0})).replace(b'{"x":0}', b'{"x":' + literal + b"}")
+    raw = orjson.dumps(turn_json(meta={"x": 0})).replace(b'{"x":0}', b'{"x":' + literal + b"}")
     with pytest.raises(InvalidEvent, match="not valid JSON") as info:
         decode(TurnEvent, raw)
     assert info.value.field == "body"
@@ -79,10 +66,10 @@ def test_non_finite_literals_on_the_topic_are_not_json(literal: bytes) -> None:
 )
 def test_unencodable_text_and_numbers_are_named(changes: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidEvent) as info:
-        decode(TurnEvent, turn(**changes))
+        decode(TurnEvent, turn_json(**changes))
     assert info.value.field == field
 
 
 def test_finite_floats_and_64_bit_integers_are_kept() -> None:
     meta = {"f": 1.5e300, "i": 2**64 - 1, "n": -(2**63), "u": "日本 ✓", "z": None}
-    assert decode(TurnEvent, orjson.dumps(turn(meta=meta))).meta == meta
+    assert decode(TurnEvent, orjson.dumps(turn_json(meta=meta))).meta == meta

@@ -13,8 +13,8 @@ from schemas.topics import TURNS, user_key
 from service.http import create_http_app
 from service.response import ResponseService
 from streams.commands.inspect import render_history
-from tests.agents.test_pipeline_fakes import ingest
 from tests.support.fakes import Pipeline, make_deps
+from tests.support.pipelines import ingest
 
 BAD_TURN = b'{"user_id": "ann", "turn_id": "bad", "query": 1}'
 

@@ -17,29 +17,7 @@ from schemas.turn import TurnEvent
 from service.response import ResponseService
 from service.structured import structured_pages
 from tests.support.fakes import Pipeline, make_deps
-
-TOPICS = ["hiking boots", "sourdough bread", "violin lessons", "tax forms", "garden roses"]
-
-
-class NullSink:
-    async def send(self, topic: str, key: bytes, value: bytes) -> None:
-        return None
-
-
-@pytest.fixture
-async def service() -> ResponseService:
-    pipeline = Pipeline(await make_deps())  # STM window of 3 pages
-    for index in range(10):
-        turn = TurnEvent(
-            user_id="ann",
-            turn_id=f"t{index:03d}",
-            query=f"Tell me about {TOPICS[index % 5]} please",
-            response=f"Here is note {index} on {TOPICS[index % 5]}.",
-            timestamp=datetime.fromtimestamp(1_700_000_000 + index * 60, UTC),
-        )
-        await pipeline.send(TURNS, user_key("ann"), dumps(turn))
-    await pipeline.drain()
-    return ResponseService(pipeline.deps, NullSink())
+from tests.support.pipelines import TOPICS, NullSink
 
 
 async def test_structured_ranks_either_tier_and_keeps_the_whole_window(

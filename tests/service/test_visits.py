@@ -13,7 +13,6 @@ from service import visits as visits_module
 from service.response import ResponseService
 from service.visits import VisitSender
 from streams.roll import GatedSink
-from tests.service.test_retrieval_modes import service  # noqa: F401  (a fixture)
 
 
 class HeldSink:
@@ -116,7 +115,7 @@ def test_every_reason_is_exported_at_zero() -> None:
         )
 
 
-async def test_a_retrieve_answers_while_a_roll_holds_the_gate(service: ResponseService) -> None:  # noqa: F811
+async def test_a_retrieve_answers_while_a_roll_holds_the_gate(service: ResponseService) -> None:
     """The gate of a roll (journaled: turns are dropped, other sends wait): the retrieve used
     to wait for it and, past its bound, fail with a 503."""
     delivered: list[str] = []

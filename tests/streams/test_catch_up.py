@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from adapters.journal import SqliteJournal
+from adapters.journal import NoJournal, SqliteJournal
 from adapters.metrics import Metrics
 from adapters.settings import Settings
 from schemas.codec import dumps
@@ -17,9 +17,11 @@ from schemas.records import ForgetUser
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
 from service.response import ResponseService
+from streams.reconciler import Reconciler
 from streams.roll import GatedSink
 from streams.stack import Stack
-from tests.support.stacks import make_turns
+from tests.support.builders import make_turns
+from tests.support.fakes import Pipeline, make_deps
 
 pytestmark = pytest.mark.asyncio
 
@@ -327,3 +329,39 @@ async def test_a_turn_written_during_the_start_up_catch_up_is_sent_once(tmp_path
     await stack.catch_up_journal()
     assert sent == [dumps(turn)]
     assert not stack.gate.closed
+
+
+async def test_a_worker_start_keeps_what_a_user_said_after_a_replicas_delete() -> None:
+    """A worker on a real Kafka (no journal, DELETEs served by separate service replicas) sends
+    no DELETE marker from its start-up catch-up. A DELETE served by a replica between the start
+    pass's read and the catch-up's read sent its own marker; a second copy behind the user's
+    next turn would be honoured while the tombstone is open and purge that turn, which no
+    journal sends again. Only the embedded broker's catch-up sends markers (its gate drops
+    them)."""
+    pipeline = Pipeline(await make_deps(stm_capacity=7))
+    deps = pipeline.deps
+    stack = Stack(Settings(broker_url="kafka://kafka:9092"), role="worker", serve_http=False,
+                  deps=deps)  # fmt: skip
+    stack.journal = NoJournal()
+    stack.gate = GatedSink(pipeline.send, journaled=False, timeout_s=30)
+    stack._send = pipeline.send  # type: ignore[method-assign]
+    replica = ResponseService(deps, pipeline)  # a service replica: its own process and locks
+    await replica.add_turns(make_turns("u", [("old secret", "noted")]))
+    await pipeline.drain()
+
+    # the worker starts: its start pass reads the tombstones (none yet) ...
+    stack.reconciler = Reconciler(deps.repo, stack.journal, pipeline.send, embedded=False,
+                                  lock=stack._forget_lock)  # fmt: skip
+    await stack.reconciler.start()
+    # ... a replica serves a DELETE and the user's next turn meanwhile ...
+    await replica.forget("u")
+    fresh = make_turns("u", [("fresh start", "welcome back")], prefix="n")
+    await replica.add_turns(fresh)
+    # ... and the worker's start goes on to the catch-up
+    await stack.catch_up_journal()
+    markers = [s for s in pipeline.topics[TURNS] if b'"kind":"forget"' in s.value]
+    await pipeline.drain()
+    pages = await deps.repo.stm_pages("u", with_vectors=False)
+    assert [p.turn_id for p in pages] == ["n000"], (
+        "the turn said after the DELETE is kept" + f" ({len(markers)} markers sent)"
+    )

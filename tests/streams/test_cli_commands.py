@@ -18,7 +18,8 @@ import pytest
 
 from streams.broker import EmbeddedBroker, free_port
 from streams.cli import main
-from tests.support.stacks import UpProcess, make_turns
+from tests.support.builders import make_turns
+from tests.support.stacks import UpProcess
 
 pytestmark = pytest.mark.integration
 

@@ -10,10 +10,11 @@ from fastapi import FastAPI
 from adapters.metrics import Metrics
 from adapters.settings import Settings
 from memory.pairing import message_digest
-from schemas.records import ChainLink, Page, Persona, Trait
+from schemas.records import Page, Persona, Trait
 from schemas.turn import TurnEvent
 from service.http import create_http_app
 from service.response import Responded, ResponseService, Retrieved
+from tests.support.builders import page
 
 KEYS = ("key-one", "key-two")
 AUTH = {"Authorization": f"Bearer {KEYS[0]}"}
@@ -23,16 +24,18 @@ FORGOTTEN = {"short_term": 2, "mid_term_pages": 5, "segments": 1, "user_knowledg
              "agent_traits": 0}  # fmt: skip
 
 
-def page(turn_id: str, meta: dict[str, Any] | None = None) -> Page:
-    return Page(
+def tea_page(turn_id: str, meta: dict[str, Any] | None = None) -> Page:
+    """A page of alice's, what every fake retrieve returns."""
+    return page(
+        query="I like tea.",
+        response="Noted.",
         page_id=f"p-{turn_id}",
         user_id="alice",
         turn_id=turn_id,
-        query="I like tea.",
-        response="Noted.",
         timestamp=datetime(2024, 3, 1, 9, 0, tzinfo=UTC),
         meta=meta or {},
-        chain=ChainLink(chain_id="c1", summary="tea"),
+        chain_id="c1",
+        summary="tea",
     )
 
 
@@ -57,8 +60,8 @@ class FakeMemory:
         self, user_id: str, query: str, top_k: int | None = None, assistant_id: str | None = None
     ) -> Retrieved:
         return Retrieved(
-            short_term=[page("t1", {"source": "crm"})],
-            mid_term=[(page("t0"), "seg-1", 0.75)],
+            short_term=[tea_page("t1", {"source": "crm"})],
+            mid_term=[(tea_page("t0"), "seg-1", 0.75)],
             persona=Persona(
                 user_id=user_id,
                 profile={"name": "Alice"},
@@ -79,7 +82,7 @@ class FakeMemory:
     async def get_memory(self, user_id: str) -> dict[str, Any]:
         return {
             "user_id": user_id,
-            "short_term": [page("t1").public()],
+            "short_term": [tea_page("t1").public()],
             "mid_term": [],
             "persona": {"profile": {}, "traits": {}, "user_knowledge": [], "agent_traits": []},
         }

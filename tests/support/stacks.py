@@ -9,9 +9,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import httpx
 import psutil
 
 from adapters.settings import load_settings
-from schemas.turn import TurnEvent
+from evaluation.fake_openai import FakeOpenAI
 from streams.broker import free_port
 from streams.stack import Stack
 
@@ -37,25 +36,6 @@ async def running_stack(data_dir: Path, **overrides: Any) -> AsyncIterator[Stack
         yield stack
     finally:
         await stack.stop()
-
-
-def make_turns(
-    user_id: str,
-    texts: Iterable[tuple[str, str]],
-    start: datetime | None = None,
-    prefix: str = "t",
-) -> list[TurnEvent]:
-    start = start or datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
-    return [
-        TurnEvent(
-            user_id=user_id,
-            turn_id=f"{prefix}{i:03d}",
-            query=query,
-            response=response,
-            timestamp=start + timedelta(minutes=i),
-        )
-        for i, (query, response) in enumerate(texts)
-    ]
 
 
 async def eventually(
@@ -78,6 +58,19 @@ def strip_volatile(memory: dict[str, Any]) -> dict[str, Any]:
     """A memory document without what changes with the wall clock (heat's recency)."""
     copy = {**memory, "mid_term": [{**s, "heat": round(s["heat"], 3)} for s in memory["mid_term"]]}
     return copy
+
+
+def up_env(server: FakeOpenAI) -> dict[str, str]:
+    """The embedded default with a slow OpenAI-compatible fake, to hold work in flight."""
+    return {
+        "MEMORYOS_LLM": "openai",
+        "MEMORYOS_EMBEDDER": "openai",
+        "MEMORYOS_OPENAI_BASE_URL": server.base_url,
+        "MEMORYOS_OPENAI_API_KEY": "test-key",
+        "MEMORYOS_LLM_MODEL": "fake-model",
+        "MEMORYOS_EMBEDDING_MODEL": "fake-embedding",
+        "MEMORYOS_RECONCILE_INTERVAL_S": "5",
+    }
 
 
 class UpProcess:

@@ -11,7 +11,8 @@ from adapters.llm import build_llm
 from adapters.ports import LLM, Answer, PromptMemory, Topic
 from adapters.settings import Settings
 from memory.chain import ContinuityVerdict
-from schemas.records import ChainLink, Page, Trait
+from schemas.records import Page, Trait
+from tests.support.builders import page
 from tests.support.fixtures import settings_for
 
 DIALOGUE = """User: I am planning a business trip to Berlin next week.
@@ -34,26 +35,27 @@ async def llm(request: pytest.FixtureRequest) -> AsyncIterator[LLM]:
     await adapter.close()
 
 
-def page(query: str, response: str) -> Page:
-    return Page(
+def exchange(query: str, response: str) -> Page:
+    """Page ``p`` of user ``u``, of 1 October 2023, in chain ``c``."""
+    return page(
+        query=query,
+        response=response,
         page_id="p",
         user_id="u",
         turn_id="t",
-        query=query,
-        response=response,
         timestamp=datetime(2023, 10, 1, tzinfo=UTC),
-        chain=ChainLink(chain_id="c"),
+        chain_id="c",
     )
 
 
 async def test_continuity_returns_a_verdict_with_a_summary(llm: LLM) -> None:
-    previous = page("I am planning a trip to Berlin.", "Berlin is lovely.")
+    previous = exchange("I am planning a trip to Berlin.", "Berlin is lovely.")
     for before in (None, previous):
-        verdict = await llm.continuity(before, page("Which Berlin museum?", "The Pergamon."))
+        verdict = await llm.continuity(before, exchange("Which Berlin museum?", "The Pergamon."))
         assert isinstance(verdict, ContinuityVerdict)
         assert isinstance(verdict.continuous, bool)
         assert verdict.summary.strip()
-    first = await llm.continuity(None, page("Hi", "Hello"))
+    first = await llm.continuity(None, exchange("Hi", "Hello"))
     assert first.continuous is False
 
 

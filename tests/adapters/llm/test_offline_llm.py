@@ -13,7 +13,8 @@ from adapters.llm.offline_traits import TRAIT_CUES
 from adapters.llm.traits import TRAIT_DIMENSIONS, TRAIT_GROUPS, canonical_dimension
 from adapters.ports import PromptMemory
 from adapters.settings import Settings
-from schemas.records import ChainLink, Page, Trait
+from schemas.records import Page, Trait
+from tests.support.builders import page
 
 DIALOGUE = """User: I am planning a business trip to Berlin next week. My flight leaves Monday.
 Assistant: Great, Berlin has many museums. I recommend the Pergamon museum.
@@ -29,15 +30,19 @@ Assistant: For a mild cold, rest and fluids usually suffice.
 Time: 2023-10-02T09:10:00"""
 
 
-def page(query: str, response: str, vector: list[float] | None = None, summary: str = "") -> Page:
-    return Page(
+def exchange(
+    query: str, response: str, vector: list[float] | None = None, summary: str = ""
+) -> Page:
+    """A page of 1 October 2023 in chain ``c1``, its id its query's."""
+    return page(
+        1,
+        query,
+        response,
         page_id=f"p-{abs(hash(query))}",
-        user_id="u1",
         turn_id="t1",
-        query=query,
-        response=response,
         timestamp=datetime(2023, 10, 1, tzinfo=UTC),
-        chain=ChainLink(chain_id="c1", summary=summary),
+        chain_id="c1",
+        summary=summary,
         vector=vector,
     )
 
@@ -62,9 +67,9 @@ def test_build_llm_chooses_offline_by_default() -> None:
 
 
 async def test_continuity_lexical(llm: OfflineLLM) -> None:
-    previous = page("I want to plan a trip to Berlin", "Berlin is great in spring.")
-    same = page("Which Berlin museums should I visit on my trip?", "The Pergamon museum.")
-    other = page("How do I bake sourdough bread?", "Start with an active starter.")
+    previous = exchange("I want to plan a trip to Berlin", "Berlin is great in spring.")
+    same = exchange("Which Berlin museums should I visit on my trip?", "The Pergamon museum.")
+    other = exchange("How do I bake sourdough bread?", "Start with an active starter.")
     assert (await llm.continuity(previous, same)).continuous is True
     verdict = await llm.continuity(previous, other)
     assert verdict.continuous is False
@@ -72,17 +77,17 @@ async def test_continuity_lexical(llm: OfflineLLM) -> None:
 
 
 async def test_continuity_first_page_and_contentless_follow_up(llm: OfflineLLM) -> None:
-    first = await llm.continuity(None, page("Hello, I like jazz.", "Jazz is wonderful."))
+    first = await llm.continuity(None, exchange("Hello, I like jazz.", "Jazz is wonderful."))
     assert first.continuous is False
     assert first.summary
-    previous = page("Tell me about jazz history", "Jazz began in New Orleans.")
-    assert (await llm.continuity(previous, page("Why?", "Because of its ports."))).continuous
+    previous = exchange("Tell me about jazz history", "Jazz began in New Orleans.")
+    assert (await llm.continuity(previous, exchange("Why?", "Because of its ports."))).continuous
 
 
 async def test_continuity_uses_vectors_when_both_pages_carry_them(llm: OfflineLLM) -> None:
-    previous = page("alpha beta", "gamma", vector=[1.0, 0.0])
-    near = page("delta epsilon", "zeta", vector=[0.9, 0.1])
-    far = page("delta epsilon", "zeta", vector=[0.0, 1.0])
+    previous = exchange("alpha beta", "gamma", vector=[1.0, 0.0])
+    near = exchange("delta epsilon", "zeta", vector=[0.9, 0.1])
+    far = exchange("delta epsilon", "zeta", vector=[0.0, 1.0])
     assert (await llm.continuity(previous, near)).continuous is True
     assert (await llm.continuity(previous, far)).continuous is False
 
@@ -102,15 +107,15 @@ class TableEmbedder:
 
 
 async def test_continuity_embeds_pages_without_vectors_when_given_an_embedder() -> None:
-    previous = page("alpha beta", "gamma")
-    current = page("delta epsilon", "zeta")
+    previous = exchange("alpha beta", "gamma")
+    current = exchange("delta epsilon", "zeta")
     embedder = TableEmbedder({previous.text: [1.0, 0.0], current.text: [1.0, 0.0]})
     assert (await OfflineLLM(embedder).continuity(previous, current)).continuous is True
 
 
 async def test_continuity_summary_carries_the_chain(llm: OfflineLLM) -> None:
-    previous = page("Plan my Berlin trip", "Sure.", summary="User plans a Berlin trip.")
-    current = page("Book a Berlin hotel for the trip", "Hotel Adlon is central.")
+    previous = exchange("Plan my Berlin trip", "Sure.", summary="User plans a Berlin trip.")
+    current = exchange("Book a Berlin hotel for the trip", "Hotel Adlon is central.")
     verdict = await llm.continuity(previous, current)
     assert verdict.continuous
     assert verdict.summary

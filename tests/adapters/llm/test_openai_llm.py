@@ -17,7 +17,8 @@ from adapters.llm.retry import RetryPolicy
 from adapters.ports import PromptMemory
 from evaluation.fake_openai import FakeOpenAI, Fault
 from schemas.errors import LLMError, LLMQuotaExceeded
-from schemas.records import ChainLink, Page, Trait
+from schemas.records import Page, Trait
+from tests.support.builders import page
 from tests.support.fixtures import settings_for
 
 DIALOGUE = "User: I plan a trip to Berlin.\nAssistant: Visit the Pergamon museum.\nTime: 2023-10-01"
@@ -41,15 +42,15 @@ class TopOfRange(random.Random):
         return b
 
 
-def page(query: str, response: str = "Sure.") -> Page:
-    return Page(
-        page_id="p1",
-        user_id="u1",
-        turn_id="t1",
-        query=query,
-        response=response,
+def exchange(query: str, response: str = "Sure.") -> Page:
+    """Page ``p1`` of 1 October 2023, in chain ``c1`` about a trip."""
+    return page(
+        1,
+        query,
+        response,
         timestamp=datetime(2023, 10, 1, tzinfo=UTC),
-        chain=ChainLink(chain_id="c1", summary="User plans a trip."),
+        chain_id="c1",
+        summary="User plans a trip.",
     )
 
 
@@ -72,10 +73,10 @@ async def make(fake: FakeOpenAI, sleeps: RecordingSleep, **overrides: Any) -> Op
 async def test_every_task_parses_the_canned_replies(
     llm: OpenAILLM, fake_openai: FakeOpenAI
 ) -> None:
-    verdict = await llm.continuity(page("Berlin trip"), page("Which museum in Berlin?"))
+    verdict = await llm.continuity(exchange("Berlin trip"), exchange("Which museum in Berlin?"))
     assert verdict.continuous is True
     assert "Berlin" in verdict.summary
-    first = await llm.continuity(None, page("Hello"))
+    first = await llm.continuity(None, exchange("Hello"))
     assert first.continuous is False  # nothing to continue, whatever the model says
     topics = await llm.topics(DIALOGUE)
     assert [t.theme for t in topics] == ["Business trip", "Health"]
@@ -182,7 +183,7 @@ async def test_client_errors_are_not_retried(llm: OpenAILLM, fake_openai: FakeOp
 async def test_fenced_json_and_think_blocks_parse(llm: OpenAILLM, fake_openai: FakeOpenAI) -> None:
     fake_openai.inject(Fault.fenced_json(), Fault.think(), Fault.think())
     assert len(await llm.topics(DIALOGUE)) == 2
-    assert (await llm.continuity(page("a trip"), page("the trip"))).continuous is True
+    assert (await llm.continuity(exchange("a trip"), exchange("the trip"))).continuous is True
     assert "Travel Interest" in await llm.user_traits({}, DIALOGUE)
     assert len(fake_openai.requests) == 3  # no repair turns were needed
 

@@ -22,24 +22,10 @@ from adapters.ports import PAGES, Point
 from adapters.stores.common import MAX_PAYLOAD_DEPTH
 from adapters.stores.edge import EdgeStore
 from schemas.errors import StoreError, UnstorablePayload
+from tests.support.builders import EDGE_DIM, EDGE_VECTOR, edge_config, nested, point
 from tests.support.paths import ROOT
 
-DIM = 4
-VECTOR = [1.0, 0.0, 0.0, 0.0]
 BROKEN_DEPTH = 127  # the meta depth of the finding: 128 levels counting the payload
-
-
-def nested(levels: int) -> dict[str, Any]:
-    value: dict[str, Any] = {}
-    for _ in range(levels - 1):
-        value = {"a": value}
-    return value
-
-
-def raw_config() -> qe.EdgeConfig:
-    return qe.EdgeConfig(
-        vectors={"dense": qe.EdgeVectorParams(size=DIM, distance=qe.Distance.Cosine)}
-    )
 
 
 def run(code: str) -> None:
@@ -50,16 +36,18 @@ def run(code: str) -> None:
 
 
 def test_edge_cannot_read_back_a_payload_it_accepted(tmp_path: Path) -> None:
-    shard = qe.EdgeShard.create(str(tmp_path / "shard"), raw_config())
+    shard = qe.EdgeShard.create(str(tmp_path / "shard"), edge_config())
     deep = str(uuid.uuid4())
     payload = {"user_id": "u", "meta": nested(BROKEN_DEPTH)}
-    shard.update(qe.UpdateOperation.upsert_points([qe.Point(deep, {"dense": VECTOR}, payload)]))
+    shard.update(
+        qe.UpdateOperation.upsert_points([qe.Point(deep, {"dense": EDGE_VECTOR}, payload)])
+    )
     with pytest.raises(Exception, match="recursion limit"):
         shard.retrieve([deep], True, False)
     # a payload update of that point fails, and from then on the shard refuses every write
     with pytest.raises(Exception, match="recursion limit"):
         shard.update(qe.UpdateOperation.set_payload([deep], {"tier": "mtm"}))
-    other = qe.Point(str(uuid.uuid4()), {"dense": VECTOR}, {"user_id": "v"})
+    other = qe.Point(str(uuid.uuid4()), {"dense": EDGE_VECTOR}, {"user_id": "v"})
     with pytest.raises(Exception, match="Not recovered from previous error"):
         shard.update(qe.UpdateOperation.upsert_points([other]))
     shard.close()
@@ -69,34 +57,29 @@ def test_edge_cannot_open_a_shard_whose_wal_holds_such_a_payload(tmp_path: Path)
     path = tmp_path / "shard"
     run(f"""
         import uuid, qdrant_edge as qe
-        from tests.adapters.stores.test_edge_payloads import nested, raw_config, VECTOR
-        shard = qe.EdgeShard.create({str(path)!r}, raw_config())
+        from tests.support.builders import EDGE_VECTOR, edge_config, nested
+        shard = qe.EdgeShard.create({str(path)!r}, edge_config())
         payload = {{"user_id": "u", "meta": nested({BROKEN_DEPTH})}}
-        point = qe.Point(str(uuid.uuid4()), {{"dense": VECTOR}}, payload)
+        point = qe.Point(str(uuid.uuid4()), {{"dense": EDGE_VECTOR}}, payload)
         shard.update(qe.UpdateOperation.upsert_points([point]))
     """)
     with pytest.raises(Exception, match="RecursionLimitExceeded"):
-        qe.EdgeShard.load(str(path), raw_config())
-
-
-def page(user: str, turn: str, meta: dict[str, Any]) -> Point:
-    point_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{user}/{turn}"))
-    return Point(point_id, VECTOR, {"user_id": user, "turn_id": turn, "meta": meta})
+        qe.EdgeShard.load(str(path), edge_config())
 
 
 async def test_the_store_refuses_it_naming_the_point_and_keeps_serving(tmp_path: Path) -> None:
     store = EdgeStore(tmp_path / "qdrant")
-    await store.ensure_collections(DIM)
-    deep = page("mallory", "t1", nested(BROKEN_DEPTH))
+    await store.ensure_collections(EDGE_DIM)
+    deep = point("mallory", "t1", nested(BROKEN_DEPTH))
     with pytest.raises(UnstorablePayload, match=f"pages: point {deep.id} .*deeper than") as info:
-        await store.upsert(PAGES, [page("alice", "t1", {}), deep])
+        await store.upsert(PAGES, [point("alice", "t1", {}), deep])
     assert isinstance(info.value, StoreError)
     assert info.value.field == "payload"
-    await store.upsert(PAGES, [page("alice", "t2", {"ok": True})])
+    await store.upsert(PAGES, [point("alice", "t2", {"ok": True})])
     assert [p.payload["turn_id"] for p in await store.scroll(PAGES, "alice")] == ["t2"]
     await store.close()
     reopened = EdgeStore(tmp_path / "qdrant")
-    await reopened.ensure_collections(DIM)
+    await reopened.ensure_collections(EDGE_DIM)
     assert await reopened.count(PAGES) == 1
     await reopened.close()
 
@@ -113,9 +96,9 @@ async def test_non_json_or_huge_payloads_are_refused(
     tmp_path: Path, meta: dict[str, Any], reason: str
 ) -> None:
     store = EdgeStore(tmp_path / "qdrant")
-    await store.ensure_collections(DIM)
+    await store.ensure_collections(EDGE_DIM)
     with pytest.raises(UnstorablePayload, match=reason):
-        await store.upsert(PAGES, [page("alice", "t1", meta)])
+        await store.upsert(PAGES, [point("alice", "t1", meta)])
     await store.close()
 
 
@@ -127,19 +110,19 @@ def test_a_payload_at_the_limit_survives_a_kill_and_reads_back(tmp_path: Path) -
         import asyncio
         from adapters.ports import PAGES
         from adapters.stores.edge import EdgeStore
-        from tests.adapters.stores.test_edge_payloads import DIM, nested, page
+        from tests.support.builders import EDGE_DIM, nested, point
 
         async def main():
             store = EdgeStore({str(folder)!r})
-            await store.ensure_collections(DIM)
-            await store.upsert(PAGES, [page("alice", "t1", nested({MAX_PAYLOAD_DEPTH - 1}))])
+            await store.ensure_collections(EDGE_DIM)
+            await store.upsert(PAGES, [point("alice", "t1", nested({MAX_PAYLOAD_DEPTH - 1}))])
 
         asyncio.run(main())
     """)
 
     async def read() -> list[Point]:
         store = EdgeStore(folder)
-        await store.ensure_collections(DIM)
+        await store.ensure_collections(EDGE_DIM)
         try:
             return await store.scroll(PAGES, "alice")
         finally:
@@ -156,13 +139,13 @@ def test_a_store_edge_cannot_open_is_reported_as_such(tmp_path: Path) -> None:
         import asyncio, uuid, qdrant_edge as qe
         from adapters.ports import PAGES
         from adapters.stores.edge import EdgeStore
-        from tests.adapters.stores.test_edge_payloads import DIM, VECTOR, nested
+        from tests.support.builders import EDGE_DIM, EDGE_VECTOR, nested
 
         async def main():
             store = EdgeStore({str(folder)!r})
-            await store.ensure_collections(DIM)
+            await store.ensure_collections(EDGE_DIM)
             payload = {{"user_id": "u", "meta": nested({BROKEN_DEPTH})}}
-            point = qe.Point(str(uuid.uuid4()), {{"dense": VECTOR}}, payload)
+            point = qe.Point(str(uuid.uuid4()), {{"dense": EDGE_VECTOR}}, payload)
             store._shards[PAGES].update(qe.UpdateOperation.upsert_points([point]))
 
         asyncio.run(main())
@@ -170,4 +153,4 @@ def test_a_store_edge_cannot_open_is_reported_as_such(tmp_path: Path) -> None:
 
     store = EdgeStore(folder)
     with pytest.raises(StoreError, match=r"nested too deeply .* re-ingest"):
-        asyncio.run(store.ensure_collections(DIM))
+        asyncio.run(store.ensure_collections(EDGE_DIM))

@@ -1,15 +1,11 @@
-"""An attacker's review of crypto-shredding (adapters/keyring.py and its use by the stages).
+"""Crypto-shredding at its edges (adapters/keyring.py and its use by the stages): crafted
+record keys, a store error while opening a sealed record, dead letters and pairing ticks around
+a DELETE, and two known limits that predate crypto-shredding (strict ``xfail``, named in
+docs/architecture.md, "Crypto-shredding: the text left on the broker").
 
-Every test here failed on the commit it was written against (659d3ca; the feature is 68d1488):
-each showed a way the feature's claims (README, "Crypto-shredding: the text left on the
-broker") or an older guarantee of the pipeline did not hold. The fixes followed; the two
-marked ``xfail`` (strict) are known limits that predate crypto-shredding, named in the README.
-Three more (table values of an "older release") were dropped: those formats never shipped.
-A test's docstring says what it showed and how, and says so when the root cause predates
-crypto-shredding.
-"pre-DELETE text readable" means: after the DELETE completed (its marker passed every stage,
-the tombstone is closed), a copy on one of our topics, tables or dead letters is in plain text
-or opens with a fresh ``Keyring`` over the store.
+"Readable" means: after the DELETE completed (its marker passed every stage, the tombstone is
+closed), a copy on one of our topics, tables or dead letters is in plain text or opens with a
+fresh ``Keyring`` over the store.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ import orjson
 import pytest
 
 from adapters.keyring import KEY_DOC, Keyring, is_sealed
-from adapters.ports import PAGES as PAGE_POINTS
 from adapters.ports import PERSONAS
 from adapters.repository import PAIRING_DOC
 from schemas.codec import dumps
@@ -33,9 +28,9 @@ from schemas.topics import DLQ, MESSAGES, PAGES, PERSONA, TURNS
 from schemas.topics import MTM as MTM_TOPIC
 from service.response import ResponseService
 from streams.reconciler import Reconciler
-from tests.agents.test_pairing import msg, send
-from tests.agents.test_pipeline_fakes import service_for, turn
+from tests.support.builders import msg, turn
 from tests.support.fakes import FakeLLM, Pipeline, Sent, make_deps
+from tests.support.pipelines import send_messages, service_for, stored_turn_ids
 
 pytestmark = pytest.mark.asyncio
 
@@ -80,29 +75,23 @@ async def delete_done(pipeline: Pipeline, user: str) -> bool:
     return tombstone is not None and not tombstone[1]
 
 
-async def stored_turn_ids(pipeline: Pipeline, user: str) -> list[str]:
-    points = await pipeline.deps.store.scroll(PAGE_POINTS, user)
-    return sorted(str(p.payload["turn_id"]) for p in points)
-
-
 async def down(task: str) -> None:
     raise OSError("llm down")
 
 
 # ---------------------------------------------------------------------------------------------
-# (3) Crafted records on the public topics
+# Crafted records on the public topics
 # ---------------------------------------------------------------------------------------------
 
 
-async def test_a_record_key_over_65535_bytes_makes_the_stage_raise_and_skip_other_users(
+async def test_a_record_key_over_65535_bytes_is_dead_lettered_and_other_users_go_on(
     pipeline: Pipeline,
 ) -> None:
-    """A junk record on memoryos.turns whose Kafka key is 70,000 bytes: the dead-letter sink
-    seals it under that "user" (runtime.DeadLetterSink._sealed), and ``Keyring.seal`` packs the
-    id's length as an unsigned short: ``struct.error`` escapes ``decode_batch``, so
-    ``process`` raises (README: "no stage raises, every valid turn's page is stored") and the
-    valid turn of bob in the same batch is never linked. Before sealing, the keyring has also
-    stored a data-key document for the 70,000-character "user"."""
+    """A junk record on memoryos.turns whose Kafka key is 70,000 bytes is dead-lettered like any
+    junk; the stage does not raise, and the valid turn of bob in the same batch is linked
+    (docs/operations.md, Security: "no stage raises, every valid turn's page is stored"). The
+    dead-letter sink once sealed it under the key's "user", and ``Keyring.seal`` packs the id's
+    length as an unsigned short: ``struct.error`` escaped ``decode_batch``."""
     await pipeline.send(TURNS, b"x" * 70_000, b"{}")
     await pipeline.send(TURNS, b"bob", dumps(turn("bob", 1)))
     raised: Exception | None = None
@@ -114,13 +103,13 @@ async def test_a_record_key_over_65535_bytes_makes_the_stage_raise_and_skip_othe
     assert (repr(raised), bob, len(pipeline.dead_letters())) == ("None", ["t001"], 1)
 
 
-async def test_junk_record_keys_each_leave_a_data_key_document_in_the_store(
+async def test_junk_record_keys_leave_no_data_key_document_in_the_store(
     pipeline: Pipeline,
 ) -> None:
-    """Each invalid record on memoryos.turns whose key is no user id (here: with a space, which
-    the id rules refuse) is dead-lettered sealed under a key made for that "user": one data-key
-    document per distinct junk key, kept for good (no DELETE can name such an id). Before
-    crypto-shredding a non-id key left nothing in the store (adapters/history.py skips it)."""
+    """Invalid records on memoryos.turns whose key is no user id (here: with a space, which the
+    id rules refuse) are dead-lettered without a data key made for that "user": no DELETE can
+    name such an id, so its key document would be kept for good. (Before crypto-shredding a
+    non-id key left nothing in the store either: adapters/history.py skips it.)"""
     for n in range(5):
         await pipeline.send(TURNS, f"not a user {n}".encode(), b"{}")
     await pipeline.drain()
@@ -130,18 +119,17 @@ async def test_junk_record_keys_each_leave_a_data_key_document_in_the_store(
 
 
 # ---------------------------------------------------------------------------------------------
-# (4) Decoding now reads the store: a transient failure is treated as bad input
+# Opening a sealed record reads the store: a transient failure there is retried, not bad input
 # ---------------------------------------------------------------------------------------------
 
 
-async def test_a_transient_store_error_while_opening_a_sealed_page_loses_the_turn_for_good(
+async def test_a_transient_store_error_while_opening_a_sealed_page_loses_no_turn(
     pipeline: Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker restarted (empty key cache) reads a sealed page while the store has a hiccup.
-    Opening it is part of ``decode_batch``, which treats every exception as bad input ("decoding
-    is pure"): the page is dead-lettered at once as ``invalid`` instead of being retried as the
-    error policy does for store errors. The next turn's page is stored, so the reconciler then
-    settles the lost turn as processed (a turn below the user's newest page): t000 is gone."""
+    Opening it reads the store, so the error is retried under the error policy like any store
+    error, not taken as bad input: treated as ``invalid``, the page was dead-lettered at once,
+    the next turn's page stored, and the reconciler settled the lost turn as processed."""
     service = await service_for(pipeline, tmp_path)
     await service.add_turns([turn("ann", 0), turn("ann", 1)])
     await pipeline.drain(until=TURNS)
@@ -165,18 +153,17 @@ async def test_a_transient_store_error_while_opening_a_sealed_page_loses_the_tur
 
 
 # ---------------------------------------------------------------------------------------------
-# (1) Dead letters: pre-DELETE text that outlives the DELETE
+# Dead letters: no pre-DELETE text outlives the DELETE
 # ---------------------------------------------------------------------------------------------
 
 
-async def test_a_turn_dead_lettered_while_its_delete_is_open_replays_into_memory_after_it(
+async def test_a_turn_dead_lettered_while_its_delete_is_open_stays_forgotten_after_a_replay(
     pipeline: Pipeline, tmp_path: Path
 ) -> None:
     """A pre-DELETE turn whose processing fails (LLM down) after the DELETE was accepted but
-    before its marker reached the chain stage is dead-lettered sealed with the *new*
-    generation's key (``DeadLetterSink`` uses ``Keyring.latest``). README lists that it stays
-    readable; not that ``memoryos dlq replay`` (the same bytes back to memoryos.turns) then
-    puts the deleted turn into the user's memory after the DELETE completed."""
+    before its marker reached the chain stage is dead-lettered as a reference without its text
+    (reason ``forgotten``): nothing of it is readable, and ``memoryos dlq replay`` (the same
+    bytes back to memoryos.turns) does not put the deleted turn back into the user's memory."""
     service = await service_for(pipeline, tmp_path)
     llm = pipeline.deps.llm
     assert isinstance(llm, FakeLLM)
@@ -195,13 +182,14 @@ async def test_a_turn_dead_lettered_while_its_delete_is_open_replays_into_memory
     assert (remembered, left) == ([], [])
 
 
-async def test_a_delete_landing_between_latest_and_seal_writes_the_dead_letter_in_plain(
+async def test_a_delete_landing_between_latest_and_seal_leaves_no_readable_dead_letter(
     pipeline: Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``DeadLetterSink._sealed`` reads the user's generation, then seals; if a DELETE lands in
-    between (the service and the worker are separate processes), no key may be made for the
-    generation read any more, ``seal`` returns None, and ``... or value`` writes the user's
-    text to memoryos.dlq in plain: fail-open, readable for the DLQ's whole retention."""
+    """``DeadLetterSink._sealed`` reads the user's generation, then seals; a DELETE may land in
+    between (the service and the worker are separate processes), after which no key may be
+    made for the generation read. The dead letter is then not written in plain (fail-open,
+    readable for the DLQ's whole retention): nothing of the user's text is readable after the
+    DELETE."""
     service = await service_for(pipeline, tmp_path)
     llm = pipeline.deps.llm
     assert isinstance(llm, FakeLLM)
@@ -224,14 +212,14 @@ async def test_a_delete_landing_between_latest_and_seal_writes_the_dead_letter_i
     assert await readable(pipeline, b"lupus") == []
 
 
-async def test_a_users_turn_without_the_user_as_record_key_is_dead_lettered_outside_her_keys(
+async def test_a_users_turn_without_the_user_as_record_key_is_unreadable_after_her_delete(
     pipeline: Pipeline, tmp_path: Path
 ) -> None:
     """A producer that sends ann's turns with no key, or keyed by something else (a
-    conversation id), gets them dead-lettered (right: no order). The dead letter is sealed
-    under the *record key's* "user", or not at all without a key, so ann's DELETE does not
-    make these copies of her text unreadable (README: every dead letter is sealed with its
-    user's key)."""
+    conversation id), gets them dead-lettered (right: no order). The dead letter is sealed for
+    the user its body names, not the record key's "user" (or nothing without a key), so ann's
+    DELETE makes these copies of her text unreadable too (docs/architecture.md,
+    Crypto-shredding: every dead letter is sealed for its user)."""
     service = await service_for(pipeline, tmp_path)
     keyless = dumps(turn("ann", 0, "my secret diagnosis is lupus"))
     pipeline.topics[TURNS].append(Sent(None, keyless))  # a producer that sets no key
@@ -245,23 +233,22 @@ async def test_a_users_turn_without_the_user_as_record_key_is_dead_lettered_outs
 
 
 # ---------------------------------------------------------------------------------------------
-# (1) The pairing stage: pre-DELETE messages that outlive the DELETE, sealed with the new key
+# The pairing stage: no pre-DELETE message outlives the DELETE under the new key
 # ---------------------------------------------------------------------------------------------
 
 
-async def test_a_tick_queued_before_the_marker_makes_pre_delete_messages_a_memory(
+async def test_a_tick_queued_before_the_marker_makes_no_pre_delete_message_a_memory(
     pipeline: Pipeline, tmp_path: Path
 ) -> None:
-    """(Root cause predates crypto-shredding: the tick path has no open-DELETE check.)
-    A ``PairingTick`` (the reconciler's, or anyone's: memoryos.messages is public) queued
-    before a DELETE's marker: the tick path has no open-DELETE check, the pairing table value
-    still opens (the key of the old generation is cached in the worker until a stage of it
-    passes the marker) and the waiting pre-DELETE message becomes a turn, sent to
-    memoryos.turns *behind* the marker. The chain stage links it under the new generation:
-    after the DELETE completes it is in ann's memory and on memoryos.pages under a key that
-    survives the DELETE."""
+    """A ``PairingTick`` (the reconciler's, or anyone's: memoryos.messages is public) queued
+    before a DELETE's marker does not turn the waiting pre-DELETE message into a turn while the
+    DELETE is open. (The root cause predates crypto-shredding: the tick path had no open-DELETE
+    check, and the message, sent to memoryos.turns behind the marker, was linked under the new
+    generation: in ann's memory and on memoryos.pages after the DELETE completed.)"""
     service = await service_for(pipeline, tmp_path)
-    await send(pipeline, [msg(1, "user", "my secret diagnosis is lupus", "wa-1", "whatsapp")])
+    await send_messages(
+        pipeline, [msg(1, "user", "my secret diagnosis is lupus", "wa-1", "whatsapp")]
+    )
     await pipeline.drain()
     clock = pipeline.deps.clock
     clock.at += 3_600  # type: ignore[attr-defined]  # FakeClock: the message is overdue
@@ -276,20 +263,22 @@ async def test_a_tick_queued_before_the_marker_makes_pre_delete_messages_a_memor
 @pytest.mark.xfail(
     strict=True,
     reason="known limit, predates crypto-shredding: the marker's two paths (turns, messages) "
-    "are independent; README, Forgetting",
+    "are independent; docs/architecture.md, Crypto-shredding: the text left on the broker",
 )
-async def test_a_pairing_marker_arriving_after_the_delete_completed_keeps_pre_delete_messages(
+async def test_pre_delete_messages_are_forgotten_when_the_pairing_marker_arrives_after_the_delete(
     pipeline: Pipeline, tmp_path: Path
 ) -> None:
-    """(Root cause predates crypto-shredding; the sealing under the new key is new.)
-    The marker goes down two independent paths: memoryos.turns (to the persona stage,
+    """A known limit (the root cause predates crypto-shredding; the sealing under the new key
+    is new). The marker goes down two independent paths: memoryos.turns (to the persona stage,
     which completes the DELETE) and memoryos.messages (pairing only). If the pairing stage
     lags, the DELETE completes first; the pre-DELETE message ahead of pairing's marker then
     meets a closed tombstone, is taken as new (``Keyring.current`` gives the new generation),
     stored in the pairing document and table sealed under the surviving key; the marker itself
     is skipped ("its DELETE is complete"). A later tick makes it a memory."""
     service = await service_for(pipeline, tmp_path)
-    await send(pipeline, [msg(1, "user", "my secret diagnosis is lupus", "wa-1", "whatsapp")])
+    await send_messages(
+        pipeline, [msg(1, "user", "my secret diagnosis is lupus", "wa-1", "whatsapp")]
+    )
     await service.forget("ann")
     for topic in (TURNS, PAGES, MTM_TOPIC, PERSONA):  # the turns path first
         await pipeline.step(topic)
@@ -306,23 +295,24 @@ async def test_a_pairing_marker_arriving_after_the_delete_completed_keeps_pre_de
 
 
 # ---------------------------------------------------------------------------------------------
-# (1) Redelivery of the public topic (not caused by this change; not closed by it either)
+# Redelivery of the public topic (a known limit that predates crypto-shredding)
 # ---------------------------------------------------------------------------------------------
 
 
 @pytest.mark.xfail(
     strict=True,
     reason="known limit, predates crypto-shredding: a replay of the public topic from an old "
-    "offset after the DELETE completed is new input; README, Security",
+    "offset after the DELETE completed is new input; docs/operations.md, Security",
 )
-async def test_pre_delete_turns_redelivered_after_the_delete_completed_are_remembered(
+async def test_pre_delete_turns_redelivered_after_the_delete_completed_are_not_remembered(
     pipeline: Pipeline,
 ) -> None:
-    """A chain worker that crashed before committing re-reads memoryos.turns from an offset
-    before the DELETE once the DELETE has completed (the marker is skipped, as it should be).
-    The pre-DELETE turns are plain on that topic; the chain stage links them under the new
-    generation, so the deleted text is in the store again and on memoryos.pages under a key
-    that survives the DELETE. (The same happened before crypto-shredding, in plain.)"""
+    """A known limit (it predates crypto-shredding). A chain worker that crashed before
+    committing re-reads memoryos.turns from an offset before the DELETE once the DELETE has
+    completed (the marker is skipped, as it should be). The pre-DELETE turns are plain on that
+    topic; the chain stage links them under the new generation, so the deleted text is in the
+    store again and on memoryos.pages under a key that survives the DELETE. (The same happened
+    before crypto-shredding, in plain.)"""
     service = ResponseService(pipeline.deps, pipeline)  # Kafka: NoJournal
     await service.add_turns([turn("ann", i, f"my secret diagnosis {i}") for i in range(2)])
     await service.forget("ann")
