@@ -24,13 +24,13 @@ from adapters.doc_codec import doc_data
 from adapters.ports import PERSONAS, Clock
 from adapters.repository import MemoryRepository
 from schemas.errors import StoreError
-from schemas.turn import ID_PATTERN
+from schemas.turn import MAX_USER_REF_CHARS, USER_REF_PATTERN
 
 log = logging.getLogger(__name__)
 RING = 20  # dead letters kept per user and stage
 REASON_CHARS = 300
 FLAG = "dead_letter_ring"  # the top-level payload field that finds a user's rings
-_USER_ID = re.compile(ID_PATTERN)
+_USER_ID = re.compile(USER_REF_PATTERN)
 
 
 def _kind(stage: str) -> str:
@@ -73,7 +73,7 @@ def _user_of(key: bytes | None) -> str | None:
     if key is None:
         return None
     text = key.decode("utf-8", "replace")
-    return text if _USER_ID.fullmatch(text) and len(text) <= 128 else None
+    return text if _USER_ID.fullmatch(text) and len(text) <= MAX_USER_REF_CHARS else None
 
 
 async def dead_letters(repo: MemoryRepository, user_id: str) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from memory.persona import FactKind, assistant_of
 from memory.scoring import SegmentCandidate
 from memory.text import lexical_vector, phrase_tokens, token_index
 from schemas.records import Page, Persona, Segment
+from schemas.tenants import reference, tenant_of
 
 STM = "stm"
 LEAVING = "leaving"  # evicted from STM, not yet placed in a segment: the reconciler re-drives it
@@ -73,6 +74,15 @@ def _page_payload(page: Page, tier: str, segment_id: str | None) -> dict[str, An
 def _page_from(point_payload: Mapping[str, Any], vector: list[float] | None) -> Page:
     fields = {k: v for k, v in point_payload.items() if k not in ("tier", "segment_id")}
     return Page.model_validate(fields | {"vector": vector})
+
+
+def tenant_assistant(user_ref: str, assistant_id: str | None) -> str:
+    """The reference of an assistant of the user's tenant (the default one when None)."""
+    return reference(tenant_of(user_ref), assistant_of(assistant_id))
+
+
+def _profile_kind(assistant_ref: str) -> str:
+    return f"profile:{assistant_ref}"
 
 
 class MemoryRepository:
@@ -298,7 +308,7 @@ class MemoryRepository:
             [
                 (user_id, PERSONA_DOC),
                 (user_id, PROFILE_DOC),
-                (ASSISTANTS, f"profile:{assistant_of(assistant_id)}"),
+                (ASSISTANTS, _profile_kind(tenant_assistant(user_id, assistant_id))),
             ]
         )
         extracted = Persona.model_validate(persona) if persona else Persona(user_id=user_id)
@@ -330,11 +340,13 @@ class MemoryRepository:
             stored = await self.load_doc(SYSTEM, EMBEDDER_DOC) or {"name": name}
         return str(stored.get("name"))
 
-    async def load_assistant_profile(self, assistant_id: str | None) -> dict[str, Any]:
-        return await self.load_doc(ASSISTANTS, f"profile:{assistant_of(assistant_id)}") or {}
+    async def load_assistant_profile(self, assistant_ref: str) -> dict[str, Any]:
+        """``assistant_ref``: the assistant's id, after ``<tenant>/`` outside the default
+        tenant (``tenant_assistant``): each tenant's assistants have profiles of their own."""
+        return await self.load_doc(ASSISTANTS, _profile_kind(assistant_ref)) or {}
 
-    async def save_assistant_profile(self, assistant_id: str, profile: Mapping[str, Any]) -> None:
-        await self.save_doc(ASSISTANTS, f"profile:{assistant_of(assistant_id)}", profile)
+    async def save_assistant_profile(self, assistant_ref: str, profile: Mapping[str, Any]) -> None:
+        await self.save_doc(ASSISTANTS, _profile_kind(assistant_ref), profile)
 
     # --- user knowledge and agent traits ---
 

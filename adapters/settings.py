@@ -335,6 +335,11 @@ class Settings(BaseSettings):
         description="comma-separated bearer keys for /v1; empty: no auth, allowed only while "
         "MEMORYOS_HOST is a loopback address",
     )
+    mcp_key: SecretStr | None = Field(
+        None,
+        description="`memoryos mcp --transport stdio`: the key its tool calls carry (a tenant's "
+        "key); unset: the first of MEMORYOS_API_KEYS",
+    )
     mcp_host: str = Field(
         "127.0.0.1", description="`memoryos mcp --transport http` bind address (loopback)"
     )
@@ -477,6 +482,10 @@ class Settings(BaseSettings):
         return [key.strip() for key in keys.split(",") if key.strip()]
 
     @property
+    def mcp_key_secret(self) -> str | None:
+        return _reveal(self.mcp_key)
+
+    @property
     def openai_key(self) -> str | None:
         return _reveal(self.openai_api_key)
 
@@ -546,6 +555,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "API keys, and how every Kafka client authenticates and encrypts.",
         (
             "api_keys",
+            "mcp_key",
             "kafka_security_protocol",
             "kafka_ssl_cafile",
             "kafka_ssl_certfile",

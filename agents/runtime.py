@@ -33,7 +33,7 @@ from agents.policy import ErrorPolicy, Verdict
 from schemas.accept import Accepted
 from schemas.errors import InvalidEvent
 from schemas.topics import user_key
-from schemas.turn import ID_PATTERN
+from schemas.turn import USER_REF_PATTERN
 
 log = logging.getLogger(__name__)
 Record = TypeVar("Record")
@@ -43,7 +43,7 @@ MAX_RECORD_BYTES = 256 * 1024  # a valid turn is at most ~50 KB; anything far la
 MAX_DEAD_LETTER_BYTES = 900 * 1024  # under the producer's 1 MB request limit
 DEAD_LETTER_PREFIX = 1024
 DEAD_LETTER_RETRY_S = (0.2, 1.0, 5.0)
-_USER_ID = re.compile(ID_PATTERN.strip("^$"))
+_USER_ID = re.compile(USER_REF_PATTERN.strip("^$"))
 
 
 @dataclass(frozen=True)

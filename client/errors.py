@@ -29,6 +29,10 @@ class Unauthorized(APIError):
     """401: a missing or wrong API key."""
 
 
+class Forbidden(APIError):
+    """403: the key lacks the scope this call needs (read, write, forget, admin)."""
+
+
 class NotFoundError(APIError):
     """404: no such route (is the URL the memory service's?)."""
 
@@ -48,6 +52,7 @@ class ServiceUnavailable(APIError):
 BY_STATUS: dict[int, type[APIError]] = {
     400: BadRequest,
     401: Unauthorized,
+    403: Forbidden,
     404: NotFoundError,
     413: PayloadTooLarge,
     422: InvalidInput,

@@ -13,6 +13,7 @@
     ├── JournalError         the embedded stack's inbox could not take a turn (HTTP 503)
     ├── DiskFull             the data folder is under its free-space floor (HTTP 503)
     ├── BrokerError          the Kafka broker could not be started or reached
+    ├── Forbidden            the key lacks the scope or the tenant (HTTP 403)
     └── NotFound             HTTP 404
 
 Callers catch ``MemoryOSError`` at the edges (CLI, HTTP, stages) and turn it into an exit
@@ -89,6 +90,10 @@ class DiskFull(MemoryOSError):
 
 class BrokerError(MemoryOSError):
     """The Kafka broker could not be started or reached."""
+
+
+class Forbidden(MemoryOSError):
+    """The request's key may not do this: a scope it lacks, or another tenant's keys."""
 
 
 class NotFound(MemoryOSError):

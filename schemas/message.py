@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from schemas.limits import utc_in_range
-from schemas.turn import MAX_META_BYTES, MAX_META_DEPTH, Channel, Identifier, Meta, Text
+from schemas.turn import MAX_META_BYTES, MAX_META_DEPTH, Channel, Identifier, Meta, Text, UserRef
 
 
 class MessageEvent(BaseModel):
@@ -23,7 +23,10 @@ class MessageEvent(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, title="MemoryOS message event")
 
     kind: Literal["message"] = Field("message", description="always 'message' (may be left out)")
-    user_id: Identifier = Field(description="the customer whose memory this message belongs to")
+    user_id: UserRef = Field(
+        description="the customer whose memory this message belongs to; outside the default "
+        "tenant <tenant>/<user id>"
+    )
     conversation_id: Identifier = Field(
         description="the conversation (thread, ticket, chat) the message belongs to"
     )

@@ -18,6 +18,10 @@ from schemas.limits import MAX_META_DEPTH as MAX_META_DEPTH
 from schemas.limits import json_problem, utc_in_range
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+# A user's reference in the pipeline: its id, after ``<tenant>/`` outside the default tenant
+# (schemas/tenants.py).
+USER_REF_PATTERN = r"^(?:[a-z0-9][a-z0-9_-]{0,62}/)?[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+MAX_USER_REF_CHARS = 192
 MAX_TEXT_CHARS = 16_000
 MAX_CHANNEL_CHARS = 64
 
@@ -47,6 +51,7 @@ def check_meta(value: dict[str, Any]) -> dict[str, Any]:
 
 
 Identifier = Annotated[StrictStr, Field(pattern=ID_PATTERN, max_length=128)]
+UserRef = Annotated[StrictStr, Field(pattern=USER_REF_PATTERN, max_length=MAX_USER_REF_CHARS)]
 Text = Annotated[StrictStr, Field(max_length=MAX_TEXT_CHARS), AfterValidator(_unicode)]
 Channel = Annotated[StrictStr, Field(max_length=MAX_CHANNEL_CHARS), AfterValidator(_unicode)]
 Meta = Annotated[dict[str, Any], AfterValidator(check_meta)]
@@ -57,7 +62,10 @@ class TurnEvent(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, title="MemoryOS turn event")
 
-    user_id: Identifier = Field(description="whose memory this turn belongs to")
+    user_id: UserRef = Field(
+        description="whose memory this turn belongs to; outside the default tenant "
+        "<tenant>/<user id>"
+    )
     turn_id: Identifier = Field(description="unique per user; a replay with the same id is a no-op")
     query: Text = Field(description="the user's utterance")
     response: Text = Field(description="the assistant's reply")

@@ -1,14 +1,14 @@
 """The HTTP API (FastAPI): thin routes over ResponseService.
 
 Bad input never yields a 5xx: unknown JSON -> 400/422 naming the field, oversized -> 413,
-missing or wrong bearer key -> 401. A failing backend yields 503 saying which one, never its
-internal error (that goes to the log), and /healthz says only whether the process is up.
+missing or wrong bearer key -> 401, a key without the route's scope -> 403. A failing backend
+yields 503 saying which one, never its internal error (that goes to the log), and /healthz says
+only whether the process is up.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapters import tracing
+from adapters.api_keys import ApiKeys
 from adapters.metrics import Metrics
 from adapters.settings import Settings
 from schemas.accept import Accepted, with_defaults
@@ -34,6 +35,7 @@ from schemas.errors import (
     BrokerError,
     DiskFull,
     EmbedderError,
+    Forbidden,
     InvalidEvent,
     JournalError,
     LLMError,
@@ -42,7 +44,10 @@ from schemas.errors import (
     StoreError,
 )
 from schemas.profile import DEFAULT_ASSISTANT, Profile
+from schemas.tenants import user_of
 from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
+from service.auth import Admin, Forgetter, Gatekeeper, Reader, Writer
+from service.key_routes import add_key_routes
 from service.message_routes import add_message_routes
 from service.models import (
     AssistantProfile,
@@ -155,13 +160,16 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-def authorized(header: str, keys: list[str]) -> bool:
-    """Whether an Authorization header carries one of ``keys`` (compared in constant time)."""
-    scheme, _, token = header.strip().partition(" ")
-    supplied = token.strip().encode("latin-1")  # how the header arrived on the wire
-    return scheme.lower() == "bearer" and any(
-        hmac.compare_digest(supplied, key.encode()) for key in keys
-    )
+def published(value: Any, ref: str) -> Any:
+    """A reply with the pipeline's reference of the user turned back into the caller's id."""
+    if isinstance(value, dict):
+        return {
+            key: user_of(item) if key == "user_id" and item == ref else published(item, ref)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [published(item, ref) for item in value]
+    return value
 
 
 def _turn(user_id: str, body: dict[str, Any]) -> TurnEvent:
@@ -181,23 +189,33 @@ def create_http_app(
     health: HealthCheck,
     ready: HealthCheck,
     api: bool = True,
+    tenant_keys: ApiKeys | None = None,
 ) -> FastAPI:
-    """The HTTP app; ``api=False`` (a worker) serves only health and metrics."""
+    """The HTTP app; ``api=False`` (a worker) serves only health and metrics. ``tenant_keys``:
+    where tenants' keys are kept (None: the operator's keys only)."""
     # Swagger UI and ReDoc from files in the wheel: the CDN's /docs is blank offline.
     app = FastAPIOffline(title="MemoryOS Streams", version="0.1.0")
     describe_operations(app)
     keys = settings.api_key_list
+    gate = Gatekeeper(keys, tenant_keys)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # inside `guard`: auth first
 
     @app.middleware("http")
     async def guard(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        authorization = request.headers.get("authorization", "")
-        if keys and request.url.path.startswith("/v1") and not authorized(authorization, keys):
-            denied = _error(401, "missing or invalid bearer token (Authorization: Bearer <key>)")
-            denied.headers["WWW-Authenticate"] = "Bearer"
-            return denied
+        if request.url.path.startswith("/v1"):
+            try:
+                principal = await gate.principal(request.headers.get("authorization", ""))
+            except MemoryOSError as exc:
+                return await backend_failed(request, exc)
+            if principal is None:
+                denied = _error(
+                    401, "missing or invalid bearer token (Authorization: Bearer <key>)"
+                )
+                denied.headers["WWW-Authenticate"] = "Bearer"
+                return denied
+            request.state.principal = principal
         started = time.perf_counter()
         spanned = (
             tracing.server_span(request.method, request.url.path, request.headers)
@@ -237,6 +255,10 @@ def create_http_app(
     async def not_found(_: Request, exc: NotFound) -> JSONResponse:
         return _error(404, str(exc))
 
+    @app.exception_handler(Forbidden)
+    async def forbidden(_: Request, exc: Forbidden) -> JSONResponse:
+        return _error(403, str(exc))
+
     @app.exception_handler(MemoryOSError)
     async def backend_failed(request: Request, exc: MemoryOSError) -> JSONResponse:
         log.warning("%s %s failed: %s: %s", request.method, request.url.path,
@@ -265,6 +287,8 @@ def create_http_app(
     if api:
         _add_api_routes(app, service)
         add_message_routes(app, service)
+        if tenant_keys is not None:
+            add_key_routes(app, tenant_keys, gate)
         if keys:
             _declare_bearer(app)
     return app
@@ -315,8 +339,8 @@ def _declare_bearer(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-INPUT_ERRORS = error_responses(400, 401, 413, 422)
-READ_ERRORS = error_responses(401, 422, 503)
+INPUT_ERRORS = error_responses(400, 401, 403, 413, 422)
+READ_ERRORS = error_responses(401, 403, 422, 503)
 
 
 def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
@@ -326,9 +350,9 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
         response_model=TurnAccepted,
         responses=INPUT_ERRORS | error_responses(503),
     )
-    async def add_turn(user_id: UserId, turn: TurnIn) -> dict[str, str]:
+    async def add_turn(user_id: UserId, turn: TurnIn, who: Writer) -> dict[str, str]:
         try:
-            event = _turn(user_id, turn.model_dump())
+            event = _turn(who.user(user_id), turn.model_dump())
         except ValidationError as exc:
             field, message = describe(exc)
             raise InvalidEvent(message, field=field) from None
@@ -343,7 +367,7 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
         responses=INPUT_ERRORS | error_responses(503),
         openapi_extra={"requestBody": _batch_body()},
     )
-    async def add_turns(items: Annotated[list[Any], Body(max_length=1000)]) -> Any:
+    async def add_turns(items: Annotated[list[Any], Body(max_length=1000)], who: Writer) -> Any:
         results: list[dict[str, Any]] = []
         accepted = []
         for index, item in enumerate(items):
@@ -354,7 +378,7 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
                 if not isinstance(user_id, str):
                     raise InvalidEvent("user_id: required string", field="user_id")
                 rest = {k: v for k, v in item.items() if k != "user_id"}
-                event = _turn(user_id, TurnIn.model_validate(rest).model_dump())
+                event = _turn(who.user(user_id), TurnIn.model_validate(rest).model_dump())
             except ValidationError as exc:
                 results.append({"index": index, "error": describe(exc)[1]})
                 continue
@@ -369,62 +393,72 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
     @app.post(
         "/v1/users/{user_id}/retrieve",
         response_model=RetrieveResponse,
-        responses=INPUT_ERRORS | error_responses(503),
+        responses=INPUT_ERRORS | error_responses(403, 503),
     )
-    async def retrieve(user_id: UserId, body: QueryIn) -> dict[str, Any]:
-        memory = await service.retrieve(user_id, body.query, body.top_k, body.assistant_id)
-        return memory.to_json()
+    async def retrieve(user_id: UserId, body: QueryIn, who: Reader) -> dict[str, Any]:
+        ref = who.user(user_id)
+        memory = await service.retrieve(ref, body.query, body.top_k, body.assistant_id)
+        return published(memory.to_json(), ref)  # type: ignore[no-any-return]
 
     @app.post(
         "/v1/users/{user_id}/respond",
         response_model=RespondResponse,
-        responses=INPUT_ERRORS | error_responses(503),
+        responses=INPUT_ERRORS | error_responses(403, 503),
     )
-    async def respond(user_id: UserId, body: RespondIn) -> dict[str, Any]:
+    async def respond(user_id: UserId, body: RespondIn, who: Writer) -> dict[str, Any]:
         """Answer with memory through the LLM; the exchange is remembered unless
         ``remember`` is false (a reply that only says it does not know: the query alone)."""
+        ref = who.user(user_id)
         answered = await service.respond(
-            user_id, body.query, body.assistant_id, record=body.remember is not False
+            ref, body.query, body.assistant_id, record=body.remember is not False
         )
         return {
             "response": answered.text,
-            "memory": answered.memory.to_json(),
+            "memory": published(answered.memory.to_json(), ref),
             "usage": answered.usage,
             "remembered": answered.remembered,
         }
 
     @app.get("/v1/users/{user_id}/memory", response_model=MemoryResponse, responses=READ_ERRORS)
-    async def get_memory(user_id: UserId) -> dict[str, Any]:
-        return await service.get_memory(user_id)
+    async def get_memory(user_id: UserId, who: Reader) -> dict[str, Any]:
+        ref = who.user(user_id)
+        return published(await service.get_memory(ref), ref)  # type: ignore[no-any-return]
 
     @app.get("/v1/users/{user_id}/history", response_model=HistoryResponse, responses=READ_ERRORS)
     async def get_history(
-        user_id: UserId, limit: Annotated[int, Query(ge=1, le=200)] = 20
+        user_id: UserId, who: Reader, limit: Annotated[int, Query(ge=1, le=200)] = 20
     ) -> dict[str, Any]:
-        return await service.history(user_id, limit)
+        ref = who.user(user_id)
+        return published(await service.history(ref, limit), ref)  # type: ignore[no-any-return]
 
     @app.put(
         "/v1/users/{user_id}/profile",
         response_model=UserProfile,
-        responses=INPUT_ERRORS | error_responses(503),
+        responses=INPUT_ERRORS | error_responses(403, 503),
     )
     async def set_user_profile(
-        user_id: UserId, profile: Annotated[Profile, Body()]
+        user_id: UserId, profile: Annotated[Profile, Body()], who: Writer
     ) -> dict[str, Any]:
         """Replace the user's profile (static attributes, shown in every prompt). It wins over
         attributes the persona stage extracts from the dialogue."""
-        return {"user_id": user_id, "profile": await service.set_profile(user_id, profile)}
+        return {
+            "user_id": user_id,
+            "profile": await service.set_profile(who.user(user_id), profile),
+        }
 
     @app.put(
         "/v1/assistants/{assistant_id}/profile",
         response_model=AssistantProfile,
-        responses=INPUT_ERRORS | error_responses(503),
+        responses=INPUT_ERRORS | error_responses(403, 503),
     )
     async def set_assistant_profile(
-        assistant_id: AssistantId, profile: Annotated[Profile, Body()]
+        assistant_id: AssistantId, profile: Annotated[Profile, Body()], who: Admin
     ) -> dict[str, Any]:
-        """Replace an assistant's profile (its agent profile, shown to it for every user)."""
-        stored = await service.set_assistant_profile(assistant_id, profile)
+        """Replace an assistant's profile (its agent profile, shown to it for every user of
+        the tenant)."""
+        stored = await service.set_assistant_profile(
+            who.user(assistant_id, "assistant_id"), profile
+        )
         return {"assistant_id": assistant_id, "profile": stored}
 
     @app.get(
@@ -432,13 +466,13 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
         response_model=AssistantProfile,
         responses=READ_ERRORS,
     )
-    async def get_assistant_profile(assistant_id: AssistantId) -> dict[str, Any]:
-        profile = await service.assistant_profile(assistant_id)
+    async def get_assistant_profile(assistant_id: AssistantId, who: Reader) -> dict[str, Any]:
+        profile = await service.assistant_profile(who.user(assistant_id, "assistant_id"))
         return {"assistant_id": assistant_id, "profile": profile}
 
     @app.delete("/v1/users/{user_id}", response_model=Deleted, responses=READ_ERRORS)
-    async def forget_user(user_id: UserId) -> dict[str, dict[str, int]]:
-        return {"deleted": await service.forget(user_id)}
+    async def forget_user(user_id: UserId, who: Forgetter) -> dict[str, dict[str, int]]:
+        return {"deleted": await service.forget(who.user(user_id))}
 
 
 def _json_type(value: Any) -> str:

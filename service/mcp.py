@@ -2,24 +2,28 @@
 
 An MCP server (the official SDK's MCPServer, formerly FastMCP) over stdio or streamable HTTP.
 It holds no memory itself: every tool is one call to a running memory service (`memoryos up`
-or `memoryos serve`) at ``--url``, with the first of MEMORYOS_API_KEYS as its bearer key. A
-reply of 4xx/5xx, or no reply, becomes a tool error carrying the service's message.
+or `memoryos serve`) at ``--url``. A reply of 4xx/5xx, or no reply, becomes a tool error
+carrying the service's message.
 
-Over HTTP the server is reachable by others, and it holds a key: so it asks every request for
-one of the same bearer keys as the API (any key reaches every user there too), and it binds to
-MEMORYOS_MCP_HOST, loopback unless changed. stdio needs no key: whoever spawns it owns it.
+Over HTTP each request carries its caller's bearer key, the API's own (an operator key or a
+tenant's key: ``memoryos keys``), and every tool call passes it on to the service: the caller
+acts in its key's tenant, within its key's scopes. A request without a valid key is refused
+with 401 before it reaches a tool. The server binds to MEMORYOS_MCP_HOST, loopback unless
+changed. Over stdio whoever spawns the server owns it: it calls with the first of
+MEMORYOS_API_KEYS, or with MEMORYOS_MCP_KEY (a tenant's key) when set.
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
 import re
 from typing import Annotated, Any
 from urllib.parse import quote
 
 import httpx
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from starlette.responses import JSONResponse
@@ -29,7 +33,6 @@ from adapters.settings import LOOPBACK, Settings
 from schemas.errors import ConfigError
 from schemas.profile import Profile
 from schemas.turn import ID_PATTERN, Meta, Text
-from service.http import authorized
 
 TIMEOUT = httpx.Timeout(120.0, connect=5.0)  # respond waits for the LLM
 INSTRUCTIONS = (
@@ -69,6 +72,7 @@ class MemoryAPI:
         path: str = "",
         body: dict[str, Any] | None = None,
         collection: str = "users",
+        caller: str | None = None,
     ) -> dict[str, Any]:
         """``collection``/``user_id``: ``users`` and a user, or ``assistants`` and an assistant."""
         if not re.fullmatch(ID_PATTERN, user_id):
@@ -78,9 +82,10 @@ class MemoryAPI:
                 f"starting with a letter or digit; got {user_id!r}"
             )
         url = f"{self.url}/v1/{collection}/{quote(user_id, safe='')}{path}"
+        headers = {"Authorization": caller} if caller else self.headers
         try:
             async with httpx.AsyncClient(
-                headers=self.headers, timeout=TIMEOUT, transport=self.transport
+                headers=headers, timeout=TIMEOUT, transport=self.transport
             ) as client:
                 reply = await client.request(method, url, json=body)
         except httpx.HTTPError as exc:
@@ -89,6 +94,19 @@ class MemoryAPI:
             raise ToolError(f"memory service answered {reply.status_code}: {_reason(reply)}")
         data: dict[str, Any] = reply.json()
         return data
+
+    async def confirms(self, authorization: str) -> bool:
+        """Whether the service takes this Authorization header (a tenant's key)."""
+        if not authorization.strip().lower().startswith("bearer mos_"):
+            return False
+        try:
+            async with httpx.AsyncClient(timeout=TIMEOUT, transport=self.transport) as client:
+                reply = await client.get(
+                    f"{self.url}/v1/whoami", headers={"Authorization": authorization}
+                )
+        except httpx.HTTPError:
+            return False
+        return reply.status_code == 200
 
 
 def _reason(reply: httpx.Response) -> str:
@@ -100,6 +118,17 @@ def _reason(reply: httpx.Response) -> str:
         field = body.get("field")
         return f"{body['error']}" + (f" (field: {field})" if field else "")
     return str(body)[:500]
+
+
+def _caller(ctx: Context | None) -> str | None:
+    """The Authorization header of the HTTP request a tool call came in (None over stdio)."""
+    try:
+        request = ctx.request_context.request if ctx is not None else None
+    except ValueError:  # outside a request
+        return None
+    headers = getattr(request, "headers", None)
+    value = headers.get("authorization") if headers is not None else None
+    return str(value) if value else None
 
 
 def _present(**values: Any) -> dict[str, Any]:
@@ -120,12 +149,13 @@ def build_server(
         response: Annotated[Text, Field(description="the assistant's reply")],
         timestamp: Annotated[str | None, Field(description="ISO 8601; default now")] = None,
         meta: Annotated[Meta | None, Field(description="JSON object kept with the turn")] = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Store one dialogue turn (the user's query and the assistant's response) in the
         user's memory. timestamp: ISO 8601 (default now); meta: any JSON object kept with the
         turn. Returns {"turn_id"}; the turn shows up in short-term memory moments later."""
         body = _present(query=query, response=response, timestamp=timestamp, meta=meta)
-        return await api.call("POST", user_id, "/turns", body)
+        return await api.call("POST", user_id, "/turns", body, caller=_caller(ctx))
 
     @server.tool()
     async def retrieve_memory(
@@ -133,17 +163,22 @@ def build_server(
         query: Query,
         top_k: Annotated[int | None, Field(description="mid-term pages, 1-100")] = None,
         assistant_id: AssistantArg = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Memory relevant to a query, without calling the LLM: short_term (recent pages),
         mid_term (best pages of the best-matching topic segments, with scores), user_profile,
         user_traits, user_knowledge and agent_traits (facts with scores). top_k: how many
         mid-term pages (default 10)."""
         body = _present(query=query, top_k=top_k, assistant_id=assistant_id)
-        return await api.call("POST", user_id, "/retrieve", body)
+        return await api.call("POST", user_id, "/retrieve", body, caller=_caller(ctx))
 
     @server.tool()
     async def respond(
-        user_id: UserId, query: Query, assistant_id: AssistantArg = None, remember: bool = True
+        user_id: UserId,
+        query: Query,
+        assistant_id: AssistantArg = None,
+        remember: bool = True,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Answer the user's query with the service's LLM and the user's memory. Returns
         {"response", "memory", "usage", "remembered"}; the exchange is stored in memory unless
@@ -151,50 +186,58 @@ def build_server(
         assistant_id: which assistant answers (its profile and traits; default: the default
         assistant)."""
         body = _present(query=query, assistant_id=assistant_id, remember=remember)
-        return await api.call("POST", user_id, "/respond", body)
+        return await api.call("POST", user_id, "/respond", body, caller=_caller(ctx))
 
     @server.tool()
-    async def get_memory(user_id: UserId) -> dict[str, Any]:
+    async def get_memory(user_id: UserId, ctx: Context | None = None) -> dict[str, Any]:
         """Everything stored for a user: short-term pages, mid-term segments (summary,
         keywords, heat, pages) and the persona (profile, traits, knowledge, agent traits)."""
-        return await api.call("GET", user_id, "/memory")
+        return await api.call("GET", user_id, "/memory", caller=_caller(ctx))
 
     @server.tool()
-    async def set_user_profile(user_id: UserId, profile: ProfileArg) -> dict[str, Any]:
+    async def set_user_profile(
+        user_id: UserId, profile: ProfileArg, ctx: Context | None = None
+    ) -> dict[str, Any]:
         """Replace a user's profile: static attributes such as name, location or plan, shown
         in every answer's prompt. It wins over attributes learned from the dialogue. Returns
         {"user_id", "profile"}."""
-        return await api.call("PUT", user_id, "/profile", profile)
+        return await api.call("PUT", user_id, "/profile", profile, caller=_caller(ctx))
 
     @server.tool()
     async def set_assistant_profile(
         assistant_id: Annotated[str, Field(description="the assistant's id, e.g. billing-bot")],
         profile: ProfileArg,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Replace an assistant's profile (name, role, tone, ...): its agent profile for every
         user. Returns {"assistant_id", "profile"}."""
-        return await api.call("PUT", assistant_id, "/profile", profile, collection="assistants")
+        return await api.call(
+            "PUT", assistant_id, "/profile", profile, collection="assistants", caller=_caller(ctx)
+        )
 
     @server.tool()
-    async def forget_user(user_id: UserId) -> dict[str, Any]:
+    async def forget_user(user_id: UserId, ctx: Context | None = None) -> dict[str, Any]:
         """Delete all memory of a user. Returns how many records of each kind were deleted."""
-        return await api.call("DELETE", user_id)
+        return await api.call("DELETE", user_id, caller=_caller(ctx))
 
     return server
 
 
 class BearerGuard:
-    """ASGI wrapper: 401 for an HTTP request without one of ``keys`` (none: open)."""
+    """ASGI wrapper: 401 for an HTTP request without a key the memory service takes: one of
+    ``keys`` (the operator's), or a tenant's key the service confirms (``GET /v1/whoami``).
+    With no operator keys the server is open (loopback only) and the service decides."""
 
-    def __init__(self, app: ASGIApp, keys: list[str]) -> None:
+    def __init__(self, app: ASGIApp, keys: list[str], api: MemoryAPI) -> None:
         self.app = app
         self.keys = keys
+        self.api = api
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.keys:
             headers = dict(scope["headers"])
             header = headers.get(b"authorization", b"").decode("latin-1")
-            if not authorized(header, self.keys):
+            if not (bearer_matches(header, self.keys) or await self.api.confirms(header)):
                 denied = JSONResponse(
                     {
                         "error": "missing or invalid bearer token (Authorization: Bearer <key>)",
@@ -208,6 +251,14 @@ class BearerGuard:
         await self.app(scope, receive, send)
 
 
+def bearer_matches(header: str, keys: list[str]) -> bool:
+    """Whether an Authorization header carries one of ``keys`` (compared in constant time)."""
+    scheme, _, token = header.strip().partition(" ")
+    supplied = token.strip().encode("latin-1", "replace")
+    matches = [hmac.compare_digest(supplied, key.encode()) for key in keys]
+    return scheme.lower() == "bearer" and any(matches)
+
+
 def http_app(url: str, settings: Settings) -> ASGIApp:
     """The streamable-HTTP MCP app behind the API's bearer keys, for MEMORYOS_MCP_HOST."""
     keys = settings.api_key_list
@@ -217,13 +268,15 @@ def http_app(url: str, settings: Settings) -> ASGIApp:
             "or anyone who reaches the port reads and deletes every user's memory"
         )
     server = build_server(url, keys[0] if keys else None)
-    return BearerGuard(server.streamable_http_app(host=settings.mcp_host), keys)
+    guard = MemoryAPI(url)
+    return BearerGuard(server.streamable_http_app(host=settings.mcp_host), keys, guard)
 
 
 def main(args: argparse.Namespace, settings: Settings) -> int:
     if args.transport == "stdio":
         keys = settings.api_key_list
-        build_server(args.url, keys[0] if keys else None).run("stdio")
+        key = settings.mcp_key_secret or (keys[0] if keys else None)
+        build_server(args.url, key).run("stdio")
     else:
         app = http_app(args.url, settings)
         uvicorn.run(app, host=settings.mcp_host, port=args.mcp_port, log_level="warning")

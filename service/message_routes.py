@@ -17,16 +17,20 @@ from schemas.accept import Accepted, with_defaults
 from schemas.codec import describe, describe_all
 from schemas.errors import InvalidEvent
 from schemas.message import MessageEvent
+from service.auth import Principal, Writer
 from service.models import MessagesAccepted, error_responses
 from service.response import ResponseService
 
 MAX_ITEMS = 1000
 
 
-def message_of(item: Any) -> MessageEvent:
-    """One item as a message; ``message_id`` and ``timestamp`` default to a new id and now."""
+def message_of(item: Any, who: Principal) -> MessageEvent:
+    """One item as a message of the caller's tenant; ``message_id`` and ``timestamp`` default
+    to a new id and now."""
     if not isinstance(item, dict):
         raise InvalidEvent(f"expected a JSON object, got {type(item).__name__}", field="body")
+    if isinstance(item.get("user_id"), str):
+        item = item | {"user_id": who.user(item["user_id"])}
     try:
         return MessageEvent.model_validate(with_defaults(item, "message_id", Accepted.now()))
     except ValidationError as exc:
@@ -40,10 +44,10 @@ def add_message_routes(app: FastAPI, service: ResponseService) -> None:
         status_code=202,
         response_model=MessagesAccepted,
         response_model_exclude_none=True,
-        responses=error_responses(400, 401, 413, 422, 503),
+        responses=error_responses(400, 401, 403, 413, 422, 503),
         openapi_extra={"requestBody": _body()},
     )
-    async def add_messages(body: Annotated[Any, Body()]) -> dict[str, Any]:
+    async def add_messages(body: Annotated[Any, Body()], who: Writer) -> dict[str, Any]:
         """Messages of a bus (customer and assistant, any channel): paired into turns."""
         if isinstance(body, dict):
             body = [body]
@@ -62,7 +66,7 @@ def add_message_routes(app: FastAPI, service: ResponseService) -> None:
         valid: list[tuple[int, MessageEvent]] = []
         for index, item in enumerate(body):
             try:
-                valid.append((index, message_of(item)))
+                valid.append((index, message_of(item, who)))
             except InvalidEvent as exc:
                 if single:
                     raise

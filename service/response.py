@@ -21,7 +21,7 @@ from adapters.deps import Deps
 from adapters.disk_space import DiskGuard, NoGuard
 from adapters.journal import Journal, NoJournal
 from adapters.ports import PromptMemory
-from adapters.repository import HEAT_DOC, PAIRING_DOC
+from adapters.repository import HEAT_DOC, PAIRING_DOC, tenant_assistant
 from adapters.settings import MtmRetrieval, Settings
 from memory.answers import says_it_does_not_know
 from memory.heat import heat
@@ -402,10 +402,13 @@ class ResponseService:
             repo.mid_term_pages(user_id),
         )
         stated, agent_profile = await asyncio.gather(
-            repo.load_profile(user_id), repo.load_assistant_profile(None)
+            repo.load_profile(user_id), repo.load_assistant_profile(tenant_assistant(user_id, None))
         )
         assistants = {
-            name: {"agent_profile": await repo.load_assistant_profile(name), "agent_traits": traits}
+            name: {
+                "agent_profile": await repo.load_assistant_profile(tenant_assistant(user_id, name)),
+                "agent_traits": traits,
+            }
             for name, traits in persona.assistant_traits.items()
         }
         state = MidTermState.from_dict(heat_doc)

@@ -25,6 +25,7 @@ from streams.cli_help import (
     EVAL_EPILOG,
     HELP,
     INGEST_EPILOG,
+    KEYS_EPILOG,
     UP_EPILOG,
 )
 from streams.log_rate import limit_noisy_loggers
@@ -225,6 +226,16 @@ def build_parser() -> argparse.ArgumentParser:
     _stack_flags(serve)
     _quiet_flag(serve)
     serve.set_defaults(handler=_lazy("streams.commands.up", "serve"))
+
+    keys = _command(sub, "keys", HELP["keys"], KEYS_EPILOG)
+    keys.add_argument("action", choices=["create", "list", "revoke"], help="what to do")
+    keys.add_argument("key_id", nargs="?", help="revoke: the key's id (from `keys list`)")
+    keys.add_argument("--tenant", help="the key's tenant (create: default 'default')")
+    keys.add_argument("--scopes", help="create: comma-separated read,write,forget,admin")
+    keys.add_argument("--name", help="create: a label for people")
+    keys.add_argument("--data-dir", type=Path, metavar="DIR", help="data folder (./.memoryos)")
+    keys.add_argument("--url", help="a running service (default http://HOST:PORT of settings)")
+    keys.set_defaults(handler=_lazy("streams.commands.keys"))
 
     mcp = _command(sub, "mcp", HELP["mcp"])
     mcp.add_argument(

@@ -16,7 +16,19 @@ HELP = {
     "serve": "run only the HTTP API, stateless (production; needs --broker)",
     "mcp": "serve the memory to MCP clients over stdio or HTTP",
     "dlq": "list the records that failed, or send them back to be processed again",
+    "keys": "make, list and revoke tenants' API keys",
 }
+
+KEYS_EPILOG = """\
+examples:
+  memoryos keys create --tenant acme --scopes read,write --name support-bot
+  memoryos keys list --tenant acme
+  memoryos keys revoke 3f9c2a1b7d4e6f80
+
+create prints the key once, alone on the last line of stdout; only its hash is kept. With the
+stack stopped the keys are written to its data folder; while it runs, through its HTTP API
+with the first of MEMORYOS_API_KEYS.
+"""
 
 EXAMPLE_TURN = (
     '{"user_id": "alice", "turn_id": "t1", "query": "I moved to Lyon.", '

@@ -17,6 +17,7 @@ import uvicorn
 from aiokafka import AIOKafkaProducer
 
 from adapters import heap_freeze, tracing
+from adapters.api_keys import ApiKeys
 from adapters.deps import Deps
 from adapters.disk_space import DiskGuard, NoGuard, disk_guard
 from adapters.embedders.batching import MicroBatchingEmbedder
@@ -477,6 +478,7 @@ class Stack:
             self.health,
             self.ready,
             api=self.role != "worker",
+            tenant_keys=ApiKeys(self.deps.repo),
         )
         config = uvicorn.Config(
             http,

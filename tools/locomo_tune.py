@@ -2,14 +2,15 @@
 
     python -m tools.locomo_tune ingest DATA.json FOLDER
     python -m tools.locomo_tune measure DATA.json FOLDER conv-26,conv-30 \
-        rank_neighbor_weight=0 mtm_retrieval=paper ...
+        mtm_retrieval=paper segment_vector=summary ...
 
 ``ingest`` replays the samples through the real pipeline into FOLDER (kept). ``measure``
 reopens that store without a broker and prints evidence recall (categories 1-4, at 5, 10 and
 the whole context) of ``ResponseService.retrieve`` for the named samples, once with the
-settings as configured and once per ``name=value`` override: variants compared on one stored
-memory in seconds instead of a full run. Retrieval hits go nowhere, so the memory stays as
-ingested.
+settings as configured and once per ``name=value`` override of a setting: variants compared on
+one stored memory in seconds instead of a full run. The structured ranking's weights are
+constants (``memory.ranking.RankWeights``): change one there to measure it. Retrieval hits go
+nowhere, so the memory stays as ingested.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ async def measure(
     try:
         for label in ["as configured", *overrides]:
             name, _, value = label.partition("=")
+            if value and name not in Settings.model_fields:
+                raise SystemExit(f"{name} is not a setting (docs/configuration.md lists them)")
             update = {name: value} if value else {}
             variant = Settings(**(settings.model_dump() | update)) if update else settings
             service.deps = replace(deps, settings=variant)

@@ -27,7 +27,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from adapters.api_keys import ApiKeys
 from adapters.metrics import Metrics
+from adapters.repository import MemoryRepository
 from adapters.settings import Settings
 from evaluation.fake_openai import FakeOpenAI
 from service.http import create_http_app
@@ -52,7 +54,12 @@ async def _status() -> dict[str, Any]:
 
 def _spec() -> dict[str, Any]:
     app = create_http_app(
-        cast(ResponseService, None), Settings(api_keys=API_KEY), Metrics(), _status, _status
+        cast(ResponseService, None),
+        Settings(api_keys=API_KEY),
+        Metrics(),
+        _status,
+        _status,
+        tenant_keys=ApiKeys(cast(MemoryRepository, None)),  # the routes only, as a stack has
     )
     return app.openapi()
 

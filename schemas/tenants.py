@@ -1,0 +1,53 @@
+"""Tenants: every user belongs to one, and a user id is unique only within its tenant.
+
+Inside the pipeline a user is one string, its *reference*: the user id itself in the
+``default`` tenant (so existing data, topics and clients are unchanged), ``<tenant>/<user id>``
+in any other. A user id cannot hold ``/``, so two tenants' users never share a reference: the
+store's filters, the record keys, the tables, the caches, the locks and the dead letters all
+work on references and keep tenants apart without knowing of them. Only the entries (HTTP,
+MCP, the CLI) turn a tenant and a user id into a reference, and a reference back into the user
+id their caller knows.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, get_args
+
+DEFAULT_TENANT = "default"
+TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+SEPARATOR = "/"
+
+Scope = Literal["read", "write", "forget", "admin"]
+SCOPES: tuple[Scope, ...] = get_args(Scope)
+
+
+def valid_tenant(tenant: str) -> bool:
+    return re.fullmatch(TENANT_PATTERN, tenant) is not None
+
+
+def reference(tenant: str, user_id: str) -> str:
+    """The pipeline's name for ``user_id`` of ``tenant``."""
+    return user_id if tenant == DEFAULT_TENANT else f"{tenant}{SEPARATOR}{user_id}"
+
+
+def tenant_of(ref: str) -> str:
+    tenant, separator, _ = ref.partition(SEPARATOR)
+    return tenant if separator else DEFAULT_TENANT
+
+
+def user_of(ref: str) -> str:
+    """The user id the tenant's callers know."""
+    _, separator, user_id = ref.partition(SEPARATOR)
+    return user_id if separator else ref
+
+
+def parse_scopes(text: str) -> tuple[Scope, ...]:
+    """``read,write`` -> ("read", "write"); ValueError naming what is not a scope."""
+    named = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [part for part in named if part not in SCOPES]
+    if unknown or not named:
+        raise ValueError(
+            f"scopes must be a comma-separated list of {', '.join(SCOPES)}; got {text!r}"
+        )
+    return tuple(scope for scope in SCOPES if scope in named)

@@ -1,0 +1,117 @@
+"""Who a request acts for: a tenant and the scopes of its key.
+
+Two kinds of key open the API:
+- the operator's, ``MEMORYOS_API_KEYS``: the default tenant with every scope, and the keys of
+  every tenant to manage;
+- a tenant's, made by ``memoryos keys create`` (``adapters/api_keys.py``): its tenant only,
+  within its scopes.
+With neither configured the API is open, as the default tenant's operator, on loopback only
+(``streams/stack.py`` refuses a wider bind without keys); once a tenant key exists every
+request needs a key.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from adapters.api_keys import PREFIX, ApiKeys, KeyRecord
+from schemas.errors import Forbidden, InvalidEvent
+from schemas.tenants import DEFAULT_TENANT, SCOPES, Scope, reference
+from schemas.turn import ID_PATTERN
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant: str
+    scopes: frozenset[Scope]
+    key_id: str | None = None  # None: the operator (or an API without keys)
+
+    @property
+    def operator(self) -> bool:
+        return self.key_id is None
+
+    def require(self, scope: Scope) -> None:
+        if scope not in self.scopes:
+            raise Forbidden(f"this key lacks the {scope!r} scope")
+
+    def user(self, user_id: str, field: str = "user_id") -> str:
+        """The pipeline's reference of the tenant's ``user_id`` (a public id: no tenant in it)."""
+        if not re.fullmatch(ID_PATTERN, user_id):
+            raise InvalidEvent(
+                f"{field} must be 1-128 characters of letters, digits and . _ : @ -, starting "
+                "with a letter or digit",
+                field=field,
+            )
+        return reference(self.tenant, user_id)
+
+    def manages(self, tenant: str) -> None:
+        """Keys of ``tenant`` may be managed: by the operator, or by that tenant's admin."""
+        self.require("admin")
+        if not self.operator and tenant != self.tenant:
+            raise Forbidden("a tenant's key manages only its own tenant's keys")
+
+
+OPERATOR = Principal(DEFAULT_TENANT, frozenset(SCOPES))
+
+
+def of_record(record: KeyRecord) -> Principal:
+    return Principal(record.tenant, frozenset(record.scopes), record.key_id)
+
+
+class Gatekeeper:
+    """Turns an Authorization header into a Principal, or None (401)."""
+
+    def __init__(self, operator_keys: list[str], keys: ApiKeys | None) -> None:
+        self.operator_keys = [key.encode() for key in operator_keys]
+        self.keys = keys
+        self.tenant_keys = False  # a tenant key exists: then every request needs a key
+        self._started = False
+
+    async def start(self) -> None:
+        """Learn whether tenant keys exist (the store is open by the first request)."""
+        self.tenant_keys = self.keys is not None and await self.keys.any_live()
+        self._started = True
+
+    @property
+    def open(self) -> bool:
+        return not self.operator_keys and not self.tenant_keys
+
+    async def principal(self, authorization: str) -> Principal | None:
+        if not self._started:
+            await self.start()
+        if self.open:
+            return OPERATOR
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        supplied = token.strip()
+        raw = supplied.encode("latin-1", "replace")  # how the header arrived on the wire
+        # every operator key is compared, in constant time, whatever matched before
+        if any([hmac.compare_digest(raw, key) for key in self.operator_keys]):
+            return OPERATOR
+        if self.keys is None or not supplied.startswith(PREFIX):
+            return None
+        record = await self.keys.check(supplied)
+        return of_record(record) if record else None
+
+
+def needs(scope: Scope) -> Any:
+    """A route's dependency: the request's principal, if its key has ``scope`` (else 403)."""
+
+    async def principal(request: Request) -> Principal:
+        found: Principal = request.state.principal
+        found.require(scope)
+        return found
+
+    return Depends(principal)
+
+
+Reader = Annotated[Principal, needs("read")]
+Writer = Annotated[Principal, needs("write")]
+Forgetter = Annotated[Principal, needs("forget")]
+Admin = Annotated[Principal, needs("admin")]

@@ -1,0 +1,83 @@
+"""``/v1/keys``: a tenant's API keys, made, listed and revoked through a running service.
+
+An admin key manages its own tenant's keys; the operator's (``MEMORYOS_API_KEYS``) every
+tenant's. A new key is in the reply once and never again: only its hash is stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Path, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from adapters.api_keys import MAX_NAME_CHARS, ApiKeys
+from schemas.tenants import TENANT_PATTERN, Scope
+from service.auth import Admin, Gatekeeper, Principal
+from service.models import error_responses
+
+ERRORS = error_responses(401, 403, 404, 422, 503)
+
+
+class KeyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tenant: str | None = Field(
+        None, pattern=TENANT_PATTERN, description="the key's tenant; default: the caller's"
+    )
+    scopes: list[Scope] = Field(min_length=1, description="read, write, forget, admin")
+    name: str = Field("", max_length=MAX_NAME_CHARS, description="a label for people")
+
+
+class KeyOut(BaseModel):
+    key_id: str
+    tenant: str
+    scopes: list[Scope]
+    name: str
+    created_at: float
+    revoked_at: float | None = None
+
+
+class KeyCreated(KeyOut):
+    key: str = Field(description="the key itself: shown this once, never again")
+
+
+class KeyList(BaseModel):
+    keys: list[KeyOut]
+
+
+class WhoAmI(BaseModel):
+    tenant: str
+    scopes: list[Scope]
+    key_id: str | None = Field(description="null: an operator key (MEMORYOS_API_KEYS) or no auth")
+
+
+def add_key_routes(app: FastAPI, keys: ApiKeys, gate: Gatekeeper) -> None:
+    @app.get("/v1/whoami", response_model=WhoAmI, responses=error_responses(401, 503))
+    async def whoami(request: Request) -> dict[str, Any]:
+        """The tenant and scopes of the key this request carries."""
+        who: Principal = request.state.principal
+        return {"tenant": who.tenant, "scopes": sorted(who.scopes), "key_id": who.key_id}
+
+    @app.post("/v1/keys", status_code=201, response_model=KeyCreated, responses=ERRORS)
+    async def create_key(body: KeyIn, who: Admin) -> dict[str, Any]:
+        tenant = body.tenant or who.tenant
+        who.manages(tenant)
+        record, key = await keys.create(tenant, tuple(body.scopes), body.name)
+        gate.tenant_keys = True
+        return record.public() | {"key": key}
+
+    @app.get("/v1/keys", response_model=KeyList, responses=ERRORS)
+    async def list_keys(who: Admin, tenant: str | None = None) -> dict[str, Any]:
+        wanted = tenant if who.operator else who.tenant
+        if tenant is not None:
+            who.manages(tenant)
+        return {"keys": [record.public() for record in await keys.all(wanted)]}
+
+    @app.delete("/v1/keys/{key_id}", response_model=KeyOut, responses=ERRORS)
+    async def revoke_key(
+        who: Admin,
+        key_id: str = Path(pattern=r"^[0-9a-f]{16}$", description="the key's id"),
+    ) -> dict[str, Any]:
+        record = await keys.get(key_id)
+        who.manages(record.tenant)
+        return (await keys.revoke(key_id)).public()
