@@ -1,4 +1,4 @@
-"""Bounded memory on the embedded stack (issue 18): topic retention, and the broker's log roll.
+"""Bounded memory on the embedded stack: topic retention, and the broker's log roll.
 
 A budget of 1 MB makes the stack recycle its broker at every check: drain, stop, a fresh
 broker and worker, the reconciler re-sends what is owed. Turns keep arriving meanwhile.

@@ -266,7 +266,7 @@ async def read_everything(bootstrap: str) -> dict[str, list[Any]]:
 
 
 async def test_a_deleted_users_text_left_on_the_broker_is_unreadable(stack: Stack) -> None:
-    """Crypto-shredding (issue 11, finding 7): our topics and changelogs carry the user's text
+    """Crypto-shredding: our topics and changelogs carry the user's text
     sealed with their data key, and DELETE destroys the key. Only the public input topic,
     ``memoryos.turns``, holds plain text: it is what clients write, kept one day."""
     assert stack.deps is not None

@@ -14,7 +14,7 @@ def test_point_id_is_uuid5_of_the_json_array_kind_user_key() -> None:
 
 
 def test_colons_in_user_and_turn_ids_cannot_collide() -> None:
-    # ":" is legal in both ids; a separator-joined key gave these two one page (issue 11).
+    # ":" is legal in both ids; a separator-joined key gave these two one page.
     assert page_id("org", "bob:t1") != page_id("org:bob", "t1")
     assert segment_id("org", "bob:p1") != segment_id("org:bob", "p1")
     kind = "user_knowledge"

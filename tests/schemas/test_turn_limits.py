@@ -25,7 +25,7 @@ def test_meta_at_the_depth_limit_is_accepted() -> None:
 
 @pytest.mark.parametrize("levels", [MAX_META_DEPTH + 1, 127, 5000])
 def test_deeper_meta_is_dead_lettered_naming_the_field(levels: int) -> None:
-    # 127 is the depth that broke the Qdrant Edge shard (issue 11, finding 1).
+    # 127 is the depth that broke the Qdrant Edge shard (tests/adapters/stores/test_edge_payloads).
     with pytest.raises(InvalidEvent, match=f"deeper than {MAX_META_DEPTH}") as info:
         decode(TurnEvent, turn_json(meta=nested(levels)))
     assert info.value.field == "meta"

@@ -1,4 +1,4 @@
-"""Hypothesis-generated bodies against the HTTP routes and the MCP tools (issue 11).
+"""Hypothesis-generated bodies against the HTTP routes and the MCP tools.
 
 Invariants: no 5xx; an invalid body is a 4xx naming the field; a valid one is accepted. The
 oracle below restates the documented limits (docs/api.md) independently of schemas/limits.py.

@@ -187,7 +187,7 @@ async def test_retrieve_returns_every_tier_with_scored_mid_term_pages(
 async def test_a_question_naming_a_thousand_months_is_answered_and_its_month_still_ranks(
     client: httpx.AsyncClient,
 ) -> None:
-    """Hostile input at the HTTP entry of the date matcher (issue 15): a question as long as
+    """Hostile input at the HTTP entry of the date matcher: a question as long as
     a query may be, naming over a thousand month-years, gets its memory like any other."""
     said = [
         ("2024-02-10T10:00:00+00:00", "I baked, baked and baked bread all day"),

@@ -1,5 +1,5 @@
 """`memoryos --help` reads as documentation: every command and argument explained, a version,
-and the README's Commands table saying the same."""
+and the Commands table of docs/usage.md saying the same."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from streams.cli import build_parser, main
 from streams.cli_help import EXAMPLE_TURN, HELP
 from tests.support.paths import ROOT
 
-README = (ROOT / "docs" / "usage.md").read_text()
-GROUPS = {"eval"}  # commands that only hold subcommands: their subcommands have the README rows
+USAGE = (ROOT / "docs" / "usage.md").read_text()
+GROUPS = {"eval"}  # commands that only hold subcommands: their subcommands have the rows
 
 
 def commands(
@@ -94,16 +94,16 @@ def test_version_is_the_installed_one(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def commands_section() -> str:
-    start = README.index("## Commands")
-    return README[start : README.index("\n## ", start + 1)]
+    start = USAGE.index("## Commands")
+    return USAGE[start : USAGE.index("\n## ", start + 1)]
 
 
 @pytest.mark.parametrize("name", sorted(set(HELP) - GROUPS))
-def test_readme_commands_table_matches_the_help(name: str) -> None:
+def test_the_usage_commands_table_matches_the_help(name: str) -> None:
     """Each command's row names its description and every one of its options."""
     row_start = re.compile(rf"^\| `memoryos {name}( [^a-z]|`)")
     rows = [row for row in commands_section().splitlines() if row_start.match(row)]
-    assert len(rows) == 1, f"README Commands table: one row for memoryos {name}"
+    assert len(rows) == 1, f"docs/usage.md, Commands: one row for memoryos {name}"
     row = rows[0]
     assert HELP[name] in row
     options = [
@@ -113,4 +113,4 @@ def test_readme_commands_table_matches_the_help(name: str) -> None:
         if option.startswith("--") and option != "--help"
     ]
     missing = [option for option in options if option not in row]
-    assert not missing, f"memoryos {name}: README row lacks {missing}"
+    assert not missing, f"memoryos {name}: its row in docs/usage.md lacks {missing}"

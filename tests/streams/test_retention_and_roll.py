@@ -1,4 +1,4 @@
-"""Retention per topic and the pieces of the broker's log roll, without a broker (issue 18)."""
+"""Retention per topic and the pieces of the broker's log roll, without a broker."""
 
 from __future__ import annotations
 

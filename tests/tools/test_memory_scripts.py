@@ -1,5 +1,4 @@
-"""Measurements run as commands: Edge under churn and broker rolls alone (issue 18), ingest
-alone (issue 19)."""
+"""Measurements run as commands: Edge under churn and broker rolls alone, ingest alone."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Qdrant Edge and payloads it cannot read back (issue 11, finding 1).
+"""Qdrant Edge and payloads it cannot read back.
 
 First what Edge itself does with a deeply nested payload (the reason for the guard), then that
 EdgeStore refuses such a payload, names the point, and keeps serving everyone else.
@@ -25,7 +25,7 @@ from schemas.errors import StoreError, UnstorablePayload
 from tests.support.builders import EDGE_DIM, EDGE_VECTOR, edge_config, nested, point
 from tests.support.paths import ROOT
 
-BROKEN_DEPTH = 127  # the meta depth of the finding: 128 levels counting the payload
+BROKEN_DEPTH = 127  # a meta depth that broke Edge: 128 levels counting the payload
 
 
 def run(code: str) -> None:

@@ -1,4 +1,4 @@
-"""Qdrant Edge keeps deleted points until a vacuum (issue 18)."""
+"""Qdrant Edge keeps deleted points until a vacuum."""
 
 from __future__ import annotations
 
