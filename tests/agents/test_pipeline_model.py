@@ -19,9 +19,9 @@ from adapters.repository import LEAVING, MTM, STM
 from schemas.topics import MTM as MTM_TOPIC
 from schemas.topics import PAGES as PAGES_TOPIC
 from schemas.topics import PERSONA, TURNS
-from schemas.turn import TurnEvent
 from service.response import ResponseService
 from streams.reconciler import Reconciler
+from tests.support.builders import turn
 from tests.support.fakes import FakeClock, Pipeline, make_deps
 
 USERS = ("ann", "bob")
@@ -55,14 +55,15 @@ class PipelineModel(RuleBasedStateMachine):
         self.tick()
         self.counter += 1
         turn_id = f"t{self.counter:04d}"
-        turn = TurnEvent(
-            user_id=user,
+        said = turn(
+            user,
+            self.counter,
+            f"Tell me about {word} number {self.counter}",
             turn_id=turn_id,
-            query=f"Tell me about {word} number {self.counter}",
             response=f"{word} is nice",
             timestamp=datetime.fromtimestamp(1_700_000_000 + self.counter, UTC),
         )
-        self.run(self.service.add_turns([turn]))
+        self.run(self.service.add_turns([said]))
         self.model[user].append(turn_id)
 
     @rule(user=st.sampled_from(USERS), word=st.sampled_from(WORDS))

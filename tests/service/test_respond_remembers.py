@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from adapters.llm.offline_llm import OfflineLLM
-from schemas.turn import TurnEvent
 from service.response import ResponseService
+from tests.support.builders import turn
 from tests.support.fakes import Pipeline, make_deps
 
 
@@ -38,10 +38,11 @@ async def test_a_stored_fact_is_answered_and_that_answer_remembered() -> None:
     pipeline = Pipeline(await make_deps(stm_capacity=7))
     pipeline.deps.llm = OfflineLLM()
     service = ResponseService(pipeline.deps, pipeline)
-    said = TurnEvent(
-        user_id="ann",
+    said = turn(
+        "ann",
+        1,
+        "My cat is called Pixel.",
         turn_id="t1",
-        query="My cat is called Pixel.",
         response="Pixel is a lovely name!",
         timestamp=datetime(2024, 3, 1, tzinfo=UTC),
     )

@@ -5,25 +5,27 @@ from __future__ import annotations
 from adapters.llm.offline_answers import NOTHING_REMEMBERED, chat_answer
 
 
-def page(query: str, response: str) -> str:
+def page_text(query: str, response: str) -> str:
     return f"user: {query}\nassistant: {response}"
 
 
-BOOTS = page(
+BOOTS = page_text(
     "Hi, I ordered the Alpine Trek hiking boots in size 39 last week.",
     "I'm sorry to hear that! Could you share your order number?",
 )
-DOG = page(
+DOG = page_text(
     "Okay. Different question: I have a dog named Miso. Do you sell running harnesses?",
     "We do! How big is Miso?",
 )
-LATEX = page(
+LATEX = page_text(
     "What about socks? I think they contained latex.",
     "Since you're allergic to latex, I recommend the Merino Run socks.",
 )
-LATEX_SAID = page("As I said, I'm allergic to latex. Is there latex in the leash?", "Good catch.")
-CITY = page("I'm in Toronto, same address as on the order.", "Confirmed: shipping to Toronto.")
-GREETING = page("Hi, it's Alice again.", "Hi Alice!")
+LATEX_SAID = page_text(
+    "As I said, I'm allergic to latex. Is there latex in the leash?", "Good catch."
+)
+CITY = page_text("I'm in Toronto, same address as on the order.", "Confirmed: shipping to Toronto.")
+GREETING = page_text("Hi, it's Alice again.", "Hi Alice!")
 
 
 def test_a_greeting_or_a_label_is_never_told_back_as_a_fact() -> None:
@@ -64,10 +66,10 @@ def test_what_do_you_know_about_me_answers_from_the_profile_and_facts() -> None:
 
 
 def test_a_fact_written_as_label_and_value_and_a_short_one_are_found() -> None:
-    address = page("My new address: 5 Elm Street.", "Updated.")
+    address = page_text("My new address: 5 Elm Street.", "Updated.")
     assert chat_answer("What is my new address?", [address]) == (
         "You told me that your new address: 5 Elm Street."
     )
-    assert chat_answer("What is my name? Sam?", [page("hey I'm Sam", "Hi Sam!")]) == (
+    assert chat_answer("What is my name? Sam?", [page_text("hey I'm Sam", "Hi Sam!")]) == (
         "You told me that you're Sam."
     )
