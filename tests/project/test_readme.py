@@ -3,13 +3,11 @@ page is stale), and the README stays a front door."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from adapters import settings_doc
 from adapters.settings import ENV_PREFIX, Settings
 from streams.cli import build_parser
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text()
 USAGE = (ROOT / "docs" / "usage.md").read_text()
