@@ -17,7 +17,6 @@ from typing import Any
 
 from adapters.native_memory import limit_arenas
 from adapters.settings import Settings, load_settings
-from adapters.switch_interval import set_switch_interval
 from schemas.errors import MemoryOSError
 from streams.cli_help import (
     BENCH_EPILOG,
@@ -29,6 +28,7 @@ from streams.cli_help import (
     UP_EPILOG,
 )
 from streams.log_rate import limit_noisy_loggers
+from streams.switch_interval import set_switch_interval
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 

@@ -16,7 +16,7 @@ import aiorwlock
 import uvicorn
 from aiokafka import AIOKafkaProducer
 
-from adapters import heap_freeze, tracing
+from adapters import tracing
 from adapters.api_keys import ApiKeys
 from adapters.deps import Deps
 from adapters.disk_space import DiskGuard, NoGuard, disk_guard
@@ -26,7 +26,6 @@ from adapters.native_memory import limit_arenas, release_forever
 from adapters.settings import LOOPBACK, Settings
 from adapters.store_vacuum import vacuum_forever
 from adapters.stores import unshared_store
-from adapters.switch_interval import set_switch_interval
 from adapters.wiring import build_deps, close_deps
 from schemas.codec import dumps
 from schemas.errors import ConfigError
@@ -34,6 +33,7 @@ from schemas.records import ForgetUser
 from schemas.topics import MESSAGES, PIPELINE_TOPICS, TURNS, user_key
 from service.http import create_http_app
 from service.response import ResponseService
+from streams import heap_freeze
 from streams.app import MemoryApp, create_app
 from streams.broker import EmbeddedBroker
 from streams.kafka_reach import reach_kafka
@@ -43,6 +43,7 @@ from streams.progress import NO_PROGRESS, Progress
 from streams.reconciler import Reconciler
 from streams.retention import ensure_topics
 from streams.roll import BrokerWatch, GatedSink
+from streams.switch_interval import set_switch_interval
 
 log = logging.getLogger(__name__)
 CATCH_UP_FREE_ROUNDS = 8  # reads beside the clients' writes before the last, exclusive one

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapters.switch_interval import SWITCH_INTERVAL_MS, set_switch_interval
+from streams.switch_interval import SWITCH_INTERVAL_MS, set_switch_interval
 
 
 @pytest.fixture(autouse=True)

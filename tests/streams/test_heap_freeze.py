@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from adapters import heap_freeze
+from streams import heap_freeze
 
 
 def test_the_heap_stays_frozen_until_the_last_holder_lets_it_go(
