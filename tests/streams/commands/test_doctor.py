@@ -11,8 +11,7 @@ import pytest
 from adapters.journal import SqliteJournal, journal_path
 from adapters.settings import load_settings
 from adapters.stores.edge import EdgeStore
-from evaluation.fake_openai import FakeOpenAI
-from evaluation.openai_payloads import Fault
+from evaluation.fake_openai import FakeOpenAI, Fault
 from streams.broker import EmbeddedBroker, free_port
 from streams.cli import main
 from streams.commands.doctor import diagnose

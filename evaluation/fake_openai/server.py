@@ -36,7 +36,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from adapters.llm.prompts import task_of
-from evaluation.openai_payloads import (
+from evaluation.fake_openai.payloads import (
     DEFAULT_REPLIES,
     Fault,
     Reply,
@@ -46,8 +46,6 @@ from evaluation.openai_payloads import (
     transform,
     words,
 )
-
-__all__ = ["DEFAULT_REPLIES", "FakeOpenAI", "Fault", "RequestRecord", "pseudo_embedding"]
 
 
 @dataclass(frozen=True)
@@ -234,7 +232,3 @@ def main() -> None:
                 server.requests.clear()
     finally:
         server.stop()
-
-
-if __name__ == "__main__":
-    main()
