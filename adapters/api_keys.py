@@ -22,7 +22,7 @@ from adapters.doc_codec import doc_data
 from adapters.ports import PERSONAS
 from adapters.repository import MemoryRepository
 from schemas.errors import InvalidEvent, NotFound
-from schemas.tenants import SCOPES, Scope, valid_tenant
+from schemas.tenants import SCOPES, Scope, parse_limit, valid_tenant
 
 OWNER = "~keys"
 KIND = "api_key:"
@@ -39,6 +39,7 @@ class KeyRecord:
     name: str = ""
     created_at: float = 0.0
     revoked_at: float | None = None
+    rate_limit: str | None = None  # RATE/BURST of this key; None: MEMORYOS_RATE_LIMIT
     digest: str = field(default="", repr=False)
 
     def public(self) -> dict[str, Any]:
@@ -58,6 +59,7 @@ class KeyRecord:
             name=str(data.get("name", "")),
             created_at=float(data.get("created_at", 0.0)),
             revoked_at=data.get("revoked_at"),
+            rate_limit=data.get("rate_limit"),
             digest=str(data.get("digest", "")),
         )
 
@@ -71,7 +73,7 @@ class ApiKeys:
         self.repo = repo
 
     async def create(
-        self, tenant: str, scopes: tuple[Scope, ...], name: str = ""
+        self, tenant: str, scopes: tuple[Scope, ...], name: str = "", rate_limit: str | None = None
     ) -> tuple[KeyRecord, str]:
         """A new key of ``tenant``: its record and the key itself (shown once, never stored)."""
         if not valid_tenant(tenant):
@@ -84,8 +86,13 @@ class ApiKeys:
             raise InvalidEvent(f"scopes must be some of {', '.join(SCOPES)}", field="scopes")
         if len(name) > MAX_NAME_CHARS:
             raise InvalidEvent(f"name is longer than {MAX_NAME_CHARS} characters", field="name")
+        try:
+            limit = parse_limit(rate_limit)
+        except ValueError as exc:
+            raise InvalidEvent(str(exc), field="rate_limit") from None
         key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
-        record = KeyRecord(key_id, tenant, scopes, name, time.time(), None, _digest(secret))
+        shown = limit.text() if limit else None
+        record = KeyRecord(key_id, tenant, scopes, name, time.time(), None, shown, _digest(secret))
         await self._save(record)
         return record, f"{PREFIX}{key_id}_{secret}"
 

@@ -148,3 +148,10 @@ class Metrics:
         )
         for how in ("stored", "passed"):
             self.journal_settled.labels(how=how)
+        self.rate_limited = Counter(
+            "memoryos_rate_limited",
+            "Requests refused (429) because their key was over its rate; tenant: the key's "
+            "(the first 100 tenants by name, the rest as other)",
+            ["tenant"],
+            registry=r,
+        )

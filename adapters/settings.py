@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memory.heat import HeatParams
 from schemas.errors import ConfigError
+from schemas.tenants import parse_limit
 
 ENV_PREFIX = "MEMORYOS_"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})  # hosts that need no API key
@@ -335,6 +336,12 @@ class Settings(BaseSettings):
         description="comma-separated bearer keys for /v1; empty: no auth, allowed only while "
         "MEMORYOS_HOST is a loopback address",
     )
+    rate_limit: str = Field(
+        "",
+        description="requests per second each API key may make, as RATE or RATE/BURST (e.g. "
+        "20/50); over it a request gets 429 with Retry-After. A key made with its own rate "
+        "keeps that one. Empty: no limit",
+    )
     mcp_key: SecretStr | None = Field(
         None,
         description="`memoryos mcp --transport stdio`: the key its tool calls carry (a tenant's "
@@ -390,6 +397,12 @@ class Settings(BaseSettings):
         if isinstance(value, Path):
             return value.expanduser().absolute()
         return value
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_limit_form(cls, value: str) -> str:
+        parse_limit(value)  # ValueError names the form
+        return value.strip()
 
     @field_validator("broker_url")
     @classmethod
@@ -555,6 +568,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "API keys, and how every Kafka client authenticates and encrypts.",
         (
             "api_keys",
+            "rate_limit",
             "mcp_key",
             "kafka_security_protocol",
             "kafka_ssl_cafile",

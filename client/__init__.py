@@ -13,6 +13,7 @@ from client.errors import (
     MemoryOSClientError,
     NotFoundError,
     PayloadTooLarge,
+    RateLimited,
     ServiceUnavailable,
     Unauthorized,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "MemoryOSClientError",
     "NotFoundError",
     "PayloadTooLarge",
+    "RateLimited",
     "ServiceUnavailable",
     "Unauthorized",
 ]

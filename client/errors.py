@@ -45,6 +45,10 @@ class InvalidInput(APIError):
     """422: a field is missing, of the wrong type or too long; ``field`` names it."""
 
 
+class RateLimited(APIError):
+    """429: the key is over its requests per second; the message says when to retry."""
+
+
 class ServiceUnavailable(APIError):
     """503: a backend (store, LLM, embedder, broker, journal) failed; retry later."""
 
@@ -56,6 +60,7 @@ BY_STATUS: dict[int, type[APIError]] = {
     404: NotFoundError,
     413: PayloadTooLarge,
     422: InvalidInput,
+    429: RateLimited,
     503: ServiceUnavailable,
 }
 

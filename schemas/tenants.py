@@ -11,7 +11,9 @@ id their caller knows.
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 DEFAULT_TENANT = "default"
@@ -20,6 +22,7 @@ SEPARATOR = "/"
 
 Scope = Literal["read", "write", "forget", "admin"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
+_LIMIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(\d+))?\s*$")
 
 
 def valid_tenant(tenant: str) -> bool:
@@ -51,3 +54,31 @@ def parse_scopes(text: str) -> tuple[Scope, ...]:
             f"scopes must be a comma-separated list of {', '.join(SCOPES)}; got {text!r}"
         )
     return tuple(scope for scope in SCOPES if scope in named)
+
+
+@dataclass(frozen=True)
+class Limit:
+    rate: float  # requests per second
+    burst: int  # requests at once after a pause
+
+    def text(self) -> str:
+        return f"{self.rate:g}/{self.burst}"
+
+
+def parse_limit(text: str | None) -> Limit | None:
+    """``"20"`` (20 a second, a burst of 20) or ``"20/50"`` (a burst of 50); empty or 0: none.
+    ValueError says what the form is."""
+    if text is None or not text.strip():
+        return None
+    match = _LIMIT.fullmatch(text)
+    if match is None:
+        raise ValueError(
+            f"a rate limit is RATE or RATE/BURST (requests a second), e.g. 20/50; got {text!r}"
+        )
+    rate = float(match.group(1))
+    if rate == 0:
+        return None
+    burst = int(match.group(2)) if match.group(2) else max(1, math.ceil(rate))
+    if burst < 1:
+        raise ValueError("a rate limit's burst is at least 1")
+    return Limit(rate, burst)

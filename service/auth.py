@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import hmac
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from adapters.api_keys import PREFIX, ApiKeys, KeyRecord
+from adapters.api_keys import PREFIX, ApiKeys
 from schemas.errors import Forbidden, InvalidEvent
-from schemas.tenants import DEFAULT_TENANT, SCOPES, Scope, reference
+from schemas.tenants import DEFAULT_TENANT, SCOPES, Limit, Scope, parse_limit, reference
 from schemas.turn import ID_PATTERN
 
 
@@ -30,6 +30,7 @@ class Principal:
     tenant: str
     scopes: frozenset[Scope]
     key_id: str | None = None  # None: the operator (or an API without keys)
+    limit: Limit | None = None  # requests per second and burst; None: none
 
     @property
     def operator(self) -> bool:
@@ -59,16 +60,15 @@ class Principal:
 OPERATOR = Principal(DEFAULT_TENANT, frozenset(SCOPES))
 
 
-def of_record(record: KeyRecord) -> Principal:
-    return Principal(record.tenant, frozenset(record.scopes), record.key_id)
-
-
 class Gatekeeper:
     """Turns an Authorization header into a Principal, or None (401)."""
 
-    def __init__(self, operator_keys: list[str], keys: ApiKeys | None) -> None:
+    def __init__(
+        self, operator_keys: list[str], keys: ApiKeys | None, limit: Limit | None = None
+    ) -> None:
         self.operator_keys = [key.encode() for key in operator_keys]
         self.keys = keys
+        self.limit = limit  # MEMORYOS_RATE_LIMIT: of every key that names none
         self.tenant_keys = False  # a tenant key exists: then every request needs a key
         self._started = False
 
@@ -85,7 +85,7 @@ class Gatekeeper:
         if not self._started:
             await self.start()
         if self.open:
-            return OPERATOR
+            return OPERATOR  # nobody to tell apart: no limit
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() != "bearer":
             return None
@@ -93,11 +93,14 @@ class Gatekeeper:
         raw = supplied.encode("latin-1", "replace")  # how the header arrived on the wire
         # every operator key is compared, in constant time, whatever matched before
         if any([hmac.compare_digest(raw, key) for key in self.operator_keys]):
-            return OPERATOR
+            return replace(OPERATOR, limit=self.limit)
         if self.keys is None or not supplied.startswith(PREFIX):
             return None
         record = await self.keys.check(supplied)
-        return of_record(record) if record else None
+        if record is None:
+            return None
+        own = parse_limit(record.rate_limit) if record.rate_limit else None
+        return Principal(record.tenant, frozenset(record.scopes), record.key_id, own or self.limit)
 
 
 def needs(scope: Scope) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -44,7 +45,7 @@ from schemas.errors import (
     StoreError,
 )
 from schemas.profile import DEFAULT_ASSISTANT, Profile
-from schemas.tenants import user_of
+from schemas.tenants import Limit, parse_limit, user_of
 from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
 from service.auth import Admin, Forgetter, Gatekeeper, Reader, Writer
 from service.key_routes import add_key_routes
@@ -62,6 +63,7 @@ from service.models import (
     error_responses,
 )
 from service.openapi_docs import describe_operations
+from service.rate_limit import RateLimiter
 from service.response import ResponseService
 
 UserId = Annotated[str, Path(pattern=ID_PATTERN, max_length=128, description="the user's id")]
@@ -178,6 +180,17 @@ def _turn(user_id: str, body: dict[str, Any]) -> TurnEvent:
     return TurnEvent.model_validate(data | {"user_id": user_id})
 
 
+def _too_many(limit: Limit, wait_s: float) -> JSONResponse:
+    retry = max(1, math.ceil(wait_s))
+    message = (
+        f"rate limit: this key may make {limit.rate:g} requests a second (a burst of "
+        f"{limit.burst}); retry after {retry} s"
+    )
+    response = _error(429, message)
+    response.headers["Retry-After"] = str(retry)
+    return response
+
+
 def _error(status: int, message: str, field: str | None = None) -> JSONResponse:
     return JSONResponse({"error": message, "field": field}, status_code=status)
 
@@ -197,7 +210,8 @@ def create_http_app(
     app = FastAPIOffline(title="MemoryOS Streams", version="0.1.0")
     describe_operations(app)
     keys = settings.api_key_list
-    gate = Gatekeeper(keys, tenant_keys)
+    gate = Gatekeeper(keys, tenant_keys, parse_limit(settings.rate_limit))
+    limiter = RateLimiter()
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # inside `guard`: auth first
 
     @app.middleware("http")
@@ -216,6 +230,12 @@ def create_http_app(
                 denied.headers["WWW-Authenticate"] = "Bearer"
                 return denied
             request.state.principal = principal
+            if principal.limit is not None:
+                wait = limiter.wait_s(principal.key_id or "operator", principal.limit)
+                if wait > 0:
+                    label = limiter.tenant_label(principal.tenant)
+                    metrics.rate_limited.labels(tenant=label).inc()
+                    return _too_many(principal.limit, wait)
         started = time.perf_counter()
         spanned = (
             tracing.server_span(request.method, request.url.path, request.headers)
@@ -339,8 +359,8 @@ def _declare_bearer(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-INPUT_ERRORS = error_responses(400, 401, 403, 413, 422)
-READ_ERRORS = error_responses(401, 403, 422, 503)
+INPUT_ERRORS = error_responses(400, 401, 403, 413, 422, 429)
+READ_ERRORS = error_responses(401, 403, 422, 429, 503)
 
 
 def _add_api_routes(app: FastAPI, service: ResponseService) -> None:

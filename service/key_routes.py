@@ -26,6 +26,12 @@ class KeyIn(BaseModel):
     )
     scopes: list[Scope] = Field(min_length=1, description="read, write, forget, admin")
     name: str = Field("", max_length=MAX_NAME_CHARS, description="a label for people")
+    rate_limit: str | None = Field(
+        None,
+        max_length=32,
+        description="RATE or RATE/BURST requests per second for this key; default "
+        "MEMORYOS_RATE_LIMIT",
+    )
 
 
 class KeyOut(BaseModel):
@@ -35,6 +41,7 @@ class KeyOut(BaseModel):
     name: str
     created_at: float
     revoked_at: float | None = None
+    rate_limit: str | None = None
 
 
 class KeyCreated(KeyOut):
@@ -62,7 +69,7 @@ def add_key_routes(app: FastAPI, keys: ApiKeys, gate: Gatekeeper) -> None:
     async def create_key(body: KeyIn, who: Admin) -> dict[str, Any]:
         tenant = body.tenant or who.tenant
         who.manages(tenant)
-        record, key = await keys.create(tenant, tuple(body.scopes), body.name)
+        record, key = await keys.create(tenant, tuple(body.scopes), body.name, body.rate_limit)
         gate.tenant_keys = True
         return record.public() | {"key": key}
 

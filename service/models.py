@@ -230,10 +230,12 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses=`` entries for error statuses, all with the ErrorBody shape."""
     described = {
         400: "malformed JSON",
-        401: "missing or invalid bearer token",
+        401: "missing, invalid or revoked bearer token",
+        403: "the key lacks the scope this route needs",
         404: "no such route",
         413: "body larger than MEMORYOS_MAX_BODY_BYTES",
         422: "invalid input; `field` names it",
+        429: "the key is over its rate limit; Retry-After says when to retry",
         503: "a backend (LLM, embedder, store or broker) failed; retry later",
     }
     return {

@@ -233,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     keys.add_argument("--tenant", help="the key's tenant (create: default 'default')")
     keys.add_argument("--scopes", help="create: comma-separated read,write,forget,admin")
     keys.add_argument("--name", help="create: a label for people")
+    keys.add_argument(
+        "--rate", help="create: RATE or RATE/BURST requests a second (default MEMORYOS_RATE_LIMIT)"
+    )
     keys.add_argument("--data-dir", type=Path, metavar="DIR", help="data folder (./.memoryos)")
     keys.add_argument("--url", help="a running service (default http://HOST:PORT of settings)")
     keys.set_defaults(handler=_lazy("streams.commands.keys"))

@@ -52,7 +52,7 @@ async def _on_store(args: argparse.Namespace, settings: Settings) -> Any:
         keys = ApiKeys(MemoryRepository(store))
         if args.action == "create":
             record, key = await keys.create(
-                args.tenant or DEFAULT_TENANT, parse_scopes(args.scopes), args.name or ""
+                args.tenant or DEFAULT_TENANT, parse_scopes(args.scopes), args.name or "", args.rate
             )
             return record.public() | {"key": key}
         if args.action == "list":
@@ -70,7 +70,8 @@ def _through_service(args: argparse.Namespace, settings: Settings) -> Any:
         if args.action == "create":
             tenant = args.tenant or DEFAULT_TENANT
             body = {"tenant": tenant, "scopes": list(parse_scopes(args.scopes))}
-            reply = client.post("/v1/keys", json=body | {"name": args.name or ""})
+            extra = {"name": args.name or "", "rate_limit": args.rate}
+            reply = client.post("/v1/keys", json=body | extra)
         elif args.action == "list":
             reply = client.get("/v1/keys", params={"tenant": args.tenant} if args.tenant else {})
         else:

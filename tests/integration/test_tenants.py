@@ -198,3 +198,24 @@ async def test_a_key_made_offline_opens_the_stack(tmp_path: Path) -> None:
         anonymous = httpx.AsyncClient(base_url=f"http://127.0.0.1:{running.port}")
         async with anonymous as http:  # a tenant key exists: the API is no longer open
             assert (await http.get("/v1/users/bob/memory")).status_code == 401
+
+
+async def test_a_key_over_its_rate_gets_429_while_another_key_is_served(
+    stack: Stack, tenants: dict[str, str]
+) -> None:
+    async with client(stack, OPERATOR) as http:
+        made = await http.post(
+            "/v1/keys", json={"tenant": "acme", "scopes": ["read"], "rate_limit": "0.2/2"}
+        )
+    assert made.json()["rate_limit"] == "0.2/2"
+    limited = made.json()["key"]
+    async with client(stack, limited) as http:
+        replies = [await http.get("/v1/users/bob/memory") for _ in range(3)]
+    assert [reply.status_code for reply in replies] == [200, 200, 429]
+    assert int(replies[2].headers["Retry-After"]) >= 1
+    assert "rate limit" in replies[2].json()["error"]
+    async with client(stack, tenants["acme"]) as http:  # the same tenant, another key
+        assert (await http.get("/v1/users/bob/memory")).status_code == 200
+    async with client(stack, OPERATOR) as http:
+        scraped = (await http.get("/metrics")).text
+    assert 'memoryos_rate_limited_total{tenant="acme"} 1.0' in scraped
