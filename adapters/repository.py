@@ -407,6 +407,11 @@ class MemoryRepository:
         points = await self.store.scroll(PERSONAS, user_id)
         return [point for point in points if point.payload.get(flag)]
 
+    async def users_holding(self, flag: str) -> list[str]:
+        """Every user (reference) with a document whose ``flag`` is 1, sorted."""
+        points = await self.store.scroll(PERSONAS, None, {flag: 1})
+        return sorted({str(p.payload["user_id"]) for p in points})
+
     async def users_with_doc(self, kind: str) -> list[str]:
         points = await self.store.scroll(PERSONAS, None, {"kind": kind})
         return sorted({str(p.payload["user_id"]) for p in points})

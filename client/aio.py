@@ -16,11 +16,15 @@ from service.models import (
     AssistantProfile,
     BatchAccepted,
     DeletedCounts,
+    KeyCreated,
+    KeyOut,
     MemoryResponse,
     MessagesAccepted,
     RespondResponse,
     RetrieveResponse,
+    UserList,
     UserProfile,
+    WhoAmI,
 )
 
 Result = TypeVar("Result")
@@ -130,6 +134,32 @@ class AsyncMemoryClient:
 
     async def get_assistant_profile(self, assistant_id: str) -> AssistantProfile:
         return await self._send(calls.get_assistant_profile(assistant_id))
+
+    # --- tenants: keys and users ---
+
+    async def whoami(self) -> WhoAmI:
+        """The tenant and scopes of this client's key."""
+        return await self._send(calls.whoami())
+
+    async def create_key(
+        self,
+        scopes: Sequence[str],
+        tenant: str | None = None,
+        name: str = "",
+        rate_limit: str | None = None,
+    ) -> KeyCreated:
+        """A new key (scope admin); ``.key`` is the key itself, shown this once."""
+        return await self._send(calls.create_key(scopes, tenant, name, rate_limit))
+
+    async def list_keys(self, tenant: str | None = None) -> list[KeyOut]:
+        return (await self._send(calls.list_keys(tenant))).keys
+
+    async def revoke_key(self, key_id: str) -> KeyOut:
+        return await self._send(calls.revoke_key(key_id))
+
+    async def list_users(self, cursor: str | None = None, limit: int = 100) -> UserList:
+        """One page of the tenant's users (scope admin); ``next_cursor`` asks for the next."""
+        return await self._send(calls.list_users(cursor, limit))
 
     # --- operations ---
 

@@ -16,12 +16,17 @@ from service.models import (
     AssistantProfile,
     BatchAccepted,
     Deleted,
+    KeyCreated,
+    KeyList,
+    KeyOut,
     MemoryResponse,
     MessagesAccepted,
     RespondResponse,
     RetrieveResponse,
     TurnAccepted,
+    UserList,
     UserProfile,
+    WhoAmI,
 )
 
 Result = TypeVar("Result")
@@ -140,6 +145,31 @@ def set_assistant_profile(assistant_id: str, profile: Mapping[str, Any]) -> Call
 def get_assistant_profile(assistant_id: str) -> Call[AssistantProfile]:
     path = f"/v1/assistants/{_id(assistant_id)}/profile"
     return Call("GET", path, _model(AssistantProfile))
+
+
+def whoami() -> Call[WhoAmI]:
+    return Call("GET", "/v1/whoami", _model(WhoAmI))
+
+
+def create_key(
+    scopes: Sequence[str], tenant: str | None, name: str, rate_limit: str | None
+) -> Call[KeyCreated]:
+    body = _present(tenant=tenant, scopes=list(scopes), name=name, rate_limit=rate_limit)
+    return Call("POST", "/v1/keys", _model(KeyCreated), body)
+
+
+def list_keys(tenant: str | None) -> Call[KeyList]:
+    query = f"?tenant={_id(tenant)}" if tenant else ""
+    return Call("GET", f"/v1/keys{query}", _model(KeyList))
+
+
+def revoke_key(key_id: str) -> Call[KeyOut]:
+    return Call("DELETE", f"/v1/keys/{_id(key_id)}", _model(KeyOut))
+
+
+def list_users(cursor: str | None, limit: int) -> Call[UserList]:
+    query = f"?limit={limit}" + (f"&cursor={_id(cursor)}" if cursor else "")
+    return Call("GET", f"/v1/users{query}", _model(UserList))
 
 
 def health() -> Call[JSON]:

@@ -15,11 +15,15 @@ from service.models import (
     AssistantProfile,
     BatchAccepted,
     DeletedCounts,
+    KeyCreated,
+    KeyOut,
     MemoryResponse,
     MessagesAccepted,
     RespondResponse,
     RetrieveResponse,
+    UserList,
     UserProfile,
+    WhoAmI,
 )
 
 DEFAULT_URL = "http://127.0.0.1:8080"  # `memoryos up`'s default
@@ -135,6 +139,32 @@ class MemoryClient:
 
     def get_assistant_profile(self, assistant_id: str) -> AssistantProfile:
         return self._send(calls.get_assistant_profile(assistant_id))
+
+    # --- tenants: keys and users ---
+
+    def whoami(self) -> WhoAmI:
+        """The tenant and scopes of this client's key."""
+        return self._send(calls.whoami())
+
+    def create_key(
+        self,
+        scopes: Sequence[str],
+        tenant: str | None = None,
+        name: str = "",
+        rate_limit: str | None = None,
+    ) -> KeyCreated:
+        """A new key (scope admin); ``.key`` is the key itself, shown this once."""
+        return self._send(calls.create_key(scopes, tenant, name, rate_limit))
+
+    def list_keys(self, tenant: str | None = None) -> list[KeyOut]:
+        return (self._send(calls.list_keys(tenant))).keys
+
+    def revoke_key(self, key_id: str) -> KeyOut:
+        return self._send(calls.revoke_key(key_id))
+
+    def list_users(self, cursor: str | None = None, limit: int = 100) -> UserList:
+        """One page of the tenant's users (scope admin); ``next_cursor`` asks for the next."""
+        return self._send(calls.list_users(cursor, limit))
 
     # --- operations ---
 

@@ -65,6 +65,7 @@ from service.models import (
 from service.openapi_docs import describe_operations
 from service.rate_limit import RateLimiter
 from service.response import ResponseService
+from service.user_routes import add_user_routes
 
 UserId = Annotated[str, Path(pattern=ID_PATTERN, max_length=128, description="the user's id")]
 AssistantId = Annotated[
@@ -309,6 +310,7 @@ def create_http_app(
         add_message_routes(app, service)
         if tenant_keys is not None:
             add_key_routes(app, tenant_keys, gate)
+            add_user_routes(app, tenant_keys.repo)
         if keys:
             _declare_bearer(app)
     return app

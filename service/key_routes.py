@@ -9,53 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Path, Request
-from pydantic import BaseModel, ConfigDict, Field
 
-from adapters.api_keys import MAX_NAME_CHARS, ApiKeys
-from schemas.tenants import TENANT_PATTERN, Scope
+from adapters.api_keys import ApiKeys
 from service.auth import Admin, Gatekeeper, Principal
-from service.models import error_responses
+from service.models import KeyCreated, KeyIn, KeyList, KeyOut, WhoAmI, error_responses
 
 ERRORS = error_responses(401, 403, 404, 422, 503)
-
-
-class KeyIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    tenant: str | None = Field(
-        None, pattern=TENANT_PATTERN, description="the key's tenant; default: the caller's"
-    )
-    scopes: list[Scope] = Field(min_length=1, description="read, write, forget, admin")
-    name: str = Field("", max_length=MAX_NAME_CHARS, description="a label for people")
-    rate_limit: str | None = Field(
-        None,
-        max_length=32,
-        description="RATE or RATE/BURST requests per second for this key; default "
-        "MEMORYOS_RATE_LIMIT",
-    )
-
-
-class KeyOut(BaseModel):
-    key_id: str
-    tenant: str
-    scopes: list[Scope]
-    name: str
-    created_at: float
-    revoked_at: float | None = None
-    rate_limit: str | None = None
-
-
-class KeyCreated(KeyOut):
-    key: str = Field(description="the key itself: shown this once, never again")
-
-
-class KeyList(BaseModel):
-    keys: list[KeyOut]
-
-
-class WhoAmI(BaseModel):
-    tenant: str
-    scopes: list[Scope]
-    key_id: str | None = Field(description="null: an operator key (MEMORYOS_API_KEYS) or no auth")
 
 
 def add_key_routes(app: FastAPI, keys: ApiKeys, gate: Gatekeeper) -> None:

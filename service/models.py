@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.tenants import TENANT_PATTERN, Scope
+
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -242,3 +244,50 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         status: {"model": ErrorBody, "description": described.get(status, "error")}
         for status in statuses
     }
+
+
+# --- tenants: keys and users ---
+
+
+class KeyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tenant: str | None = Field(
+        None, pattern=TENANT_PATTERN, description="the key's tenant; default: the caller's"
+    )
+    scopes: list[Scope] = Field(min_length=1, description="read, write, forget, admin")
+    name: str = Field("", max_length=100, description="a label for people")
+    rate_limit: str | None = Field(
+        None,
+        max_length=32,
+        description="RATE or RATE/BURST requests per second for this key; default "
+        "MEMORYOS_RATE_LIMIT",
+    )
+
+
+class KeyOut(BaseModel):
+    key_id: str
+    tenant: str
+    scopes: list[Scope]
+    name: str
+    created_at: float
+    revoked_at: float | None = None
+    rate_limit: str | None = None
+
+
+class KeyCreated(KeyOut):
+    key: str = Field(description="the key itself: shown this once, never again")
+
+
+class KeyList(BaseModel):
+    keys: list[KeyOut]
+
+
+class WhoAmI(BaseModel):
+    tenant: str
+    scopes: list[Scope]
+    key_id: str | None = Field(description="null: an operator key (MEMORYOS_API_KEYS) or no auth")
+
+
+class UserList(BaseModel):
+    users: list[str] = Field(description="user ids, in order")
+    next_cursor: str | None = Field(description="the cursor of the next page; null: the last")

@@ -19,6 +19,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from client import AsyncMemoryClient, Forbidden, Unauthorized
 from streams.cli import main
 from streams.stack import Stack
 from tests.support.stacks import eventually, running_stack
@@ -219,3 +220,50 @@ async def test_a_key_over_its_rate_gets_429_while_another_key_is_served(
     async with client(stack, OPERATOR) as http:
         scraped = (await http.get("/metrics")).text
     assert 'memoryos_rate_limited_total{tenant="acme"} 1.0' in scraped
+
+
+async def test_an_admin_lists_its_tenants_users_page_by_page(
+    stack: Stack, tenants: dict[str, str]
+) -> None:
+    async with client(stack, tenants["acme"]) as http:
+        reply = await http.post("/v1/users/amy/turns", json={"query": "Hi", "response": "Hello"})
+        assert reply.status_code == 202
+    admin = {t: await new_key(stack, t, ["admin"]) for t in SAID}
+
+    async def listed(tenant: str, **params: Any) -> dict[str, Any]:
+        async with client(stack, admin[tenant]) as http:
+            reply = await http.get("/v1/users", params=params)
+        assert reply.status_code == 200, reply.text
+        return dict(reply.json())
+
+    await eventually(lambda: _has_users(listed, ["amy", "bob"]))
+    first = await listed("acme", limit=1)
+    assert first == {"users": ["amy"], "next_cursor": "amy"}
+    assert await listed("acme", limit=1, cursor="amy") == {"users": ["bob"], "next_cursor": None}
+    assert "amy" not in (await listed("zeta"))["users"]
+    async with client(stack, tenants["acme"]) as http:  # no admin scope
+        assert (await http.get("/v1/users")).status_code == 403
+
+
+async def _has_users(listed: Any, users: list[str]) -> bool:
+    return bool((await listed("acme"))["users"] == users)
+
+
+async def test_the_client_manages_keys_and_lists_users(
+    stack: Stack, tenants: dict[str, str]
+) -> None:
+    url = f"http://127.0.0.1:{stack.port}"
+    async with AsyncMemoryClient(url, api_key=OPERATOR) as operator:
+        made = await operator.create_key(["read", "admin"], tenant="acme", name="dash")
+        assert made.key.startswith("mos_")
+        assert made.key_id in {key.key_id for key in await operator.list_keys("acme")}
+    async with AsyncMemoryClient(url, api_key=made.key) as dashboard:
+        assert (await dashboard.whoami()).tenant == "acme"
+        assert "bob" in (await dashboard.list_users()).users
+        with pytest.raises(Forbidden):
+            await dashboard.forget_user("bob")
+    async with AsyncMemoryClient(url, api_key=OPERATOR) as operator:
+        assert (await operator.revoke_key(made.key_id)).revoked_at is not None
+    async with AsyncMemoryClient(url, api_key=made.key) as dashboard:
+        with pytest.raises(Unauthorized):
+            await dashboard.whoami()
