@@ -48,6 +48,7 @@ from schemas.profile import DEFAULT_ASSISTANT, Profile
 from schemas.tenants import Limit, parse_limit, user_of
 from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
 from service.auth import Admin, Forgetter, Gatekeeper, Reader, Writer
+from service.export_routes import add_export_routes
 from service.key_routes import add_key_routes
 from service.message_routes import add_message_routes
 from service.models import (
@@ -311,6 +312,7 @@ def create_http_app(
         if tenant_keys is not None:
             add_key_routes(app, tenant_keys, gate)
             add_user_routes(app, tenant_keys.repo)
+            add_export_routes(app, tenant_keys.repo, settings.embedding_dim)
         if keys:
             _declare_bearer(app)
     return app

@@ -291,3 +291,8 @@ class WhoAmI(BaseModel):
 class UserList(BaseModel):
     users: list[str] = Field(description="user ids, in order")
     next_cursor: str | None = Field(description="the cursor of the next page; null: the last")
+
+
+class Imported(BaseModel):
+    tenant: str
+    imported: dict[str, int] = Field(description="points upserted, per collection")

@@ -73,6 +73,13 @@ def _stack_flags(parser: argparse.ArgumentParser, http: bool = True) -> None:
         parser.add_argument("--port", type=int, help="HTTP port (default 8080)")
 
 
+def _service_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="the running service (default http://HOST:PORT of settings)")
+    parser.add_argument(
+        "--key", help="an admin key of the tenant (default: the first of MEMORYOS_API_KEYS)"
+    )
+
+
 def _quiet_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no progress bar: one plain line per step"
@@ -239,6 +246,16 @@ def build_parser() -> argparse.ArgumentParser:
     keys.add_argument("--data-dir", type=Path, metavar="DIR", help="data folder (./.memoryos)")
     keys.add_argument("--url", help="a running service (default http://HOST:PORT of settings)")
     keys.set_defaults(handler=_lazy("streams.commands.keys"))
+
+    export = _command(sub, "export", HELP["export"])
+    export.add_argument("--user", help="only this user (default: every user of the tenant)")
+    _service_flags(export)
+    export.set_defaults(handler=_lazy("streams.commands.export", "export_main"))
+
+    load = _command(sub, "import", HELP["import"])
+    load.add_argument("file", type=Path, metavar="FILE", help="an export (memoryos export)")
+    _service_flags(load)
+    load.set_defaults(handler=_lazy("streams.commands.export", "import_main"))
 
     mcp = _command(sub, "mcp", HELP["mcp"])
     mcp.add_argument(

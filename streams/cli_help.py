@@ -17,6 +17,8 @@ HELP = {
     "mcp": "serve the memory to MCP clients over stdio or HTTP",
     "dlq": "list the records that failed, or send them back to be processed again",
     "keys": "make, list and revoke tenants' API keys",
+    "export": "write a tenant's memory (or one user's) to stdout as NDJSON",
+    "import": "load a memory export into the running service",
 }
 
 KEYS_EPILOG = """\
