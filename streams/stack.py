@@ -346,6 +346,7 @@ class Stack:
         assert self.gate is not None
         assert self.deps is not None
         rolls = self.deps.metrics.broker_rolls
+        began = asyncio.get_running_loop().time()
         # Only a finished catch-up opens the gate. A roll cancelled (the stack stopping) leaves
         # it closed: a turn acknowledged meanwhile is journaled and sent by the next start,
         # where an open gate would have sent it to a half-started worker, ahead of an earlier
@@ -356,6 +357,8 @@ class Stack:
                 bound_s = self.settings.drain_timeout_s + ROLL_BOUND_S
                 await asyncio.wait_for(self._roll(), bound_s)
                 rolls.labels(outcome="done").inc()
+                took = asyncio.get_running_loop().time() - began
+                log.info("log roll done in %.2f s (%d tries)", took, attempt + 1)
                 return
             except Exception:
                 rolls.labels(outcome="failed").inc()
