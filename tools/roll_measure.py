@@ -15,8 +15,8 @@ time /readyz said "not ready". At the end: acknowledged turns missing from memor
 listed twice. The LLM and the embedder are the fake OpenAI server of the tests (a few ms per
 call), so the figures are the roll's, not a model's.
 
-    PYTHONPATH=. .venv/bin/python tools/roll_measure.py \
-        --tree today=/work/roll-base --tree plain=/work/roll-wt --rate 25 --seconds 90
+    PYTHONPATH=. python tools/roll_measure.py --seconds 90 --rate 25 \
+        --tree today=../roll-base --tree plain=. --env plain:MEMORYOS_DRAIN_TIMEOUT_S=0
 """
 
 from __future__ import annotations
@@ -72,7 +72,9 @@ class Run:
     readyz_seen: dict[str, Any] = field(default_factory=dict)  # one not-ready answer
 
 
-async def write_load(url: str, run: Run, users: list[str], rate: float, stop: asyncio.Event) -> None:
+async def write_load(
+    url: str, run: Run, users: list[str], rate: float, stop: asyncio.Event
+) -> None:
     period = len(users) / rate  # each user's share of the rate
 
     async def one(user: str, offset: float) -> None:
@@ -147,9 +149,9 @@ def refusal_runs(requests: list[Request]) -> list[tuple[float, float, int]]:
         by_user.setdefault(request.user, []).append(request)
     for mine in by_user.values():
         current: list[Request] = []
-        for request in sorted(mine, key=lambda r: r.sent) + [None]:  # type: ignore[list-item]
-            if request is not None and request.status != 202:
-                current.append(request)
+        for each in [*sorted(mine, key=lambda r: r.sent), None]:
+            if each is not None and each.status != 202:
+                current.append(each)
                 continue
             if current:
                 runs.append((current[0].sent, current[-1].answered, len(current)))
@@ -213,7 +215,9 @@ async def settle(url: str, run: Run, timeout_s: float) -> dict[str, list[str]]:
             await asyncio.sleep(2)
 
 
-async def measure(label: str, tree: Path, args: argparse.Namespace, server: FakeOpenAI) -> dict:
+async def measure(
+    label: str, tree: Path, args: argparse.Namespace, server: FakeOpenAI, extra: dict[str, str]
+) -> dict[str, Any]:
     data = Path(tempfile.mkdtemp(prefix=f"roll-{label}-"))
     port, broker_port = free_port(), free_port()
     env = {
@@ -228,14 +232,13 @@ async def measure(label: str, tree: Path, args: argparse.Namespace, server: Fake
         "MEMORYOS_MTM_CAPACITY": "100000",  # nothing evicted: every turn stays listed
         "MEMORYOS_BROKER_MEMORY_BUDGET_MB": str(args.budget_mb),
         "MEMORYOS_BROKER_CHECK_INTERVAL_S": str(args.check_s),
-        "MEMORYOS_CONSUMER_SESSION_TIMEOUT_S": "6",
-        "MEMORYOS_CONSUMER_REBALANCE_TIMEOUT_S": "2",
+        **extra,
     }
     log = data / "up.log"
     command = [sys.executable, "-m", "streams.cli", "up", "--data-dir", str(data / "d"),
                "--port", str(port), "--broker-port", str(broker_port)]  # fmt: skip
     with log.open("ab") as out:
-        process = subprocess.Popen(command, cwd=tree, env=env, stdout=out,
+        process = subprocess.Popen(command, cwd=tree, env=env, stdout=out,  # noqa: ASYNC220
                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     run = Run(label)
@@ -255,7 +258,7 @@ async def measure(label: str, tree: Path, args: argparse.Namespace, server: Fake
         stop, began = asyncio.Event(), time.monotonic()
         load = asyncio.create_task(write_load(url, run, users, args.rate, stop))
         ready = asyncio.create_task(watch_ready(url, run, stop))
-        while time.monotonic() - began < args.seconds or (
+        while time.monotonic() - began < args.seconds or (  # noqa: ASYNC110 (polls the log)
             len([r for r in log_rolls(log) if r["end"]]) < args.min_rolls
             and time.monotonic() - began < args.seconds * 3
         ):
@@ -278,6 +281,7 @@ async def measure(label: str, tree: Path, args: argparse.Namespace, server: Fake
     return {
         "variant": label,
         "tree": str(tree),
+        "env": extra,
         "load_s": round(load_s, 1),
         "requests": len(run.requests),
         "acknowledged": acked,
@@ -297,7 +301,8 @@ async def measure(label: str, tree: Path, args: argparse.Namespace, server: Fake
 
 def table(result: dict[str, Any]) -> str:
     lines = [
-        f"== {result['variant']} ({result['tree']}): {result['rolls_done']} rolls done in "
+        f"== {result['variant']} ({result['tree']} {result['env'] or ''}): "
+        f"{result['rolls_done']} rolls done in "
         f"{result['load_s']} s of load, {result['acknowledged']} turns acknowledged "
         f"({result['acked_per_s']}/s), {result['refused_503']} refused (503), "
         f"{result['other_failures']} other failures; acknowledged turns lost: "
@@ -316,6 +321,9 @@ def table(result: dict[str, Any]) -> str:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tree", action="append", required=True, help="label=path, repeatable")
+    parser.add_argument(
+        "--env", action="append", default=[], help="label:NAME=VALUE, for that tree's stack"
+    )
     parser.add_argument("--rate", type=float, default=25.0, help="turns per second, all users")
     parser.add_argument("--users", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=90.0, help="load duration (at least)")
@@ -329,11 +337,17 @@ async def main() -> None:
     with FakeOpenAI(latency_s=0.01) as server:
         for spec in args.tree:
             label, _, path = spec.partition("=")
-            result = await measure(label, Path(path).resolve(), args, server)
+            extra = dict(
+                item.partition(":")[2].split("=", 1)
+                for item in args.env
+                if item.partition(":")[0] == label
+            )
+            tree = Path(path).resolve()  # noqa: ASYNC240 (no I/O of note)
+            result = await measure(label, tree, args, server, extra)
             print(table(result), flush=True)
             results.append(result)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        await asyncio.to_thread(args.json.write_text, json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
