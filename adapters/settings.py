@@ -290,8 +290,8 @@ class Settings(BaseSettings):
     broker_memory_budget_mb: int = Field(
         400,
         ge=0,
-        description="embedded broker: past this RSS it is recycled (drain, fresh broker, "
-        "reconcile); 0: never",
+        description="embedded broker: past this RSS it is restarted (writes refused with 503 "
+        "and Retry-After for about 5 s, fresh broker and worker, reconcile); 0: never",
     )
     broker_check_interval_s: float = Field(
         5.0, gt=0.0, description="how often the embedded broker's memory is checked"

@@ -68,7 +68,15 @@ def checked(response: httpx.Response) -> httpx.Response:
         message, field = str(body["error"]), body.get("field")
     except (ValueError, KeyError, TypeError):
         message, field = response.text[:500] or response.reason_phrase, None
-    raise error_for(response.status_code, message, field)
+    raise error_for(response.status_code, message, field, _retry_after(response))
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """The Retry-After header in seconds (the service sends only that form), if any."""
+    try:
+        return float(response.headers["retry-after"])
+    except (KeyError, ValueError):
+        return None
 
 
 def add_turn(user_id: str, query: str, response: str, **fields: Any) -> Call[str]:

@@ -14,11 +14,18 @@ class ConnectionFailed(MemoryOSClientError):
 class APIError(MemoryOSClientError):
     """The service answered with an error: ``status``, its ``message`` and the ``field``."""
 
-    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        field: str | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(f"{status}: {message}" + (f" (field: {field})" if field else ""))
         self.status = status
         self.message = message
         self.field = field
+        self.retry_after_s = retry_after_s  # the Retry-After header, when the service sent one
 
 
 class BadRequest(APIError):
@@ -50,7 +57,9 @@ class RateLimited(APIError):
 
 
 class ServiceUnavailable(APIError):
-    """503: a backend (store, LLM, embedder, broker, journal) failed; retry later."""
+    """503: a backend (store, LLM, embedder, broker, journal) failed; retry later. With
+    ``retry_after_s`` the embedded broker is restarting (a log roll): the write was refused
+    with nothing of it written, so sending it again as is after that long is safe."""
 
 
 BY_STATUS: dict[int, type[APIError]] = {
@@ -65,5 +74,7 @@ BY_STATUS: dict[int, type[APIError]] = {
 }
 
 
-def error_for(status: int, message: str, field: str | None) -> APIError:
-    return BY_STATUS.get(status, APIError)(status, message, field)
+def error_for(
+    status: int, message: str, field: str | None, retry_after_s: float | None = None
+) -> APIError:
+    return BY_STATUS.get(status, APIError)(status, message, field, retry_after_s)

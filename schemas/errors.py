@@ -13,6 +13,8 @@
     ├── JournalError         the embedded stack's inbox could not take a turn (HTTP 503)
     ├── DiskFull             the data folder is under its free-space floor (HTTP 503)
     ├── BrokerError          the Kafka broker could not be started or reached
+    │   └── Restarting           the embedded broker is being rolled: writes refused (HTTP 503
+    │                            with Retry-After), nothing written; sending again is safe
     ├── Forbidden            the key lacks the scope or the tenant (HTTP 403)
     └── NotFound             HTTP 404
 
@@ -90,6 +92,16 @@ class DiskFull(MemoryOSError):
 
 class BrokerError(MemoryOSError):
     """The Kafka broker could not be started or reached."""
+
+
+class Restarting(BrokerError):
+    """The embedded broker and worker are restarting (a log roll, streams/roll.py): a write is
+    refused before anything of it is journaled or sent, so the client may send it again as is
+    after ``retry_after_s``."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"the embedded broker is restarting: retry in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
 
 
 class Forbidden(MemoryOSError):

@@ -3,7 +3,8 @@
 Bad input never yields a 5xx: unknown JSON -> 400/422 naming the field, oversized -> 413,
 missing or wrong bearer key -> 401, a key without the route's scope -> 403. A failing backend
 yields 503 saying which one, never its internal error (that goes to the log), and /healthz says
-only whether the process is up.
+only whether the process is up. A write refused while the embedded broker restarts is a 503
+with ``Retry-After``: nothing of it was written, so the client sends it again as is.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from schemas.errors import (
     LLMError,
     MemoryOSError,
     NotFound,
+    Restarting,
     StoreError,
 )
 from schemas.profile import DEFAULT_ASSISTANT, Profile
@@ -84,6 +86,7 @@ UNAVAILABLE: tuple[tuple[type[MemoryOSError], str], ...] = (
     (StoreError, "store unavailable"),
     (EmbedderError, "embedder unavailable"),
     (LLMError, "LLM unavailable"),
+    (Restarting, "the embedded broker is restarting: send the write again after Retry-After"),
     (BrokerError, "broker unavailable"),
     (JournalError, "journal unavailable"),
     (DiskFull, "disk full: writes are refused until space is freed"),
@@ -283,9 +286,13 @@ def create_http_app(
 
     @app.exception_handler(MemoryOSError)
     async def backend_failed(request: Request, exc: MemoryOSError) -> JSONResponse:
+        what = next((text for kind, text in UNAVAILABLE if isinstance(exc, kind)), None)
+        if isinstance(exc, Restarting):  # expected, and many while it lasts: no warning each
+            response = _error(503, what or "service unavailable")
+            response.headers["Retry-After"] = str(exc.retry_after_s)
+            return response
         log.warning("%s %s failed: %s: %s", request.method, request.url.path,
                     type(exc).__name__, exc)  # fmt: skip
-        what = next((text for kind, text in UNAVAILABLE if isinstance(exc, kind)), None)
         return _error(503, what or "service unavailable")
 
     @app.get("/healthz")

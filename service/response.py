@@ -32,7 +32,7 @@ from memory.prompt import build_prompt, prompt_texts
 from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segments
 from memory.text import keyword_set, query_keywords
 from schemas.codec import decode, dumps
-from schemas.errors import InvalidEvent
+from schemas.errors import InvalidEvent, Restarting
 from schemas.limits import MAX_EVENT_TIME
 from schemas.message import MessageEvent
 from schemas.records import ForgetUser, Page, Persona
@@ -108,9 +108,13 @@ class ResponseService:
         self.disk = disk or NoGuard()
         # Held by a DELETE, and shared with the reconciler of this process (streams/stack.py).
         self.forget_lock = asyncio.Lock()
-        # Held shared by each write from its journal entry to its send; a roll's catch-up
-        # takes it alone for its last read, so no write is half done then (streams/stack.py).
+        # Held shared by each write from its journal entry to its send; taken alone by a roll
+        # before it refuses writes, and by the start-up catch-up for its last read, so no
+        # write is half done then (streams/stack.py).
         self.writes = aiorwlock.RWLock()
+        # Set while the embedded broker restarts (a log roll): a client's write is refused
+        # (503, Retry-After this many seconds) before anything of it is written.
+        self.restarting: int | None = None
         self._user_locks = UserLocks()
         self.visits = VisitSender(sink, deps.metrics, LINGER_S)
         self.term_counts = TermCounts(deps.repo)
@@ -119,25 +123,39 @@ class ResponseService:
     async def add_turns(self, turns: Sequence[TurnEvent]) -> list[str]:
         """A client's turns: refused (503) while the data folder is under its floor."""
         self.disk.check()
-        return await self.write_turns(turns)
+        return await self.write_turns(turns, client=True)
 
     async def write_turns(
-        self, turns: Sequence[TurnEvent], unless: Callable[[], Awaitable[bool]] | None = None
+        self,
+        turns: Sequence[TurnEvent],
+        unless: Callable[[], Awaitable[bool]] | None = None,
+        client: bool = False,
     ) -> list[str]:
         """Acknowledged means durable: on disk in the journal (embedded) and sent with
         acks=all before the caller hears back. ``unless``: asked with the users' locks held,
         before anything is written; true drops the turns (the pairing stage's turns made of
         messages sent before a DELETE that finished meanwhile: already acknowledged as
-        messages, so never refused for the disk). Returns the ids written."""
+        messages, so never refused for the disk). ``client``: a client's write, refused while
+        the broker restarts (the pairing stage's are not: it is being stopped or started).
+        Returns the ids written."""
         # Per-user locks: a DELETE of one of these users waits until the turns are both
         # journaled and sent, so it can never drop a journal entry whose send is to come.
         async with self._user_locks.hold({turn.user_id for turn in turns}), self.writes.reader:
+            if client:
+                self.check_writable()
             if unless is not None and await unless():
                 return []
             await self.journal.append(turns)
             for turn in turns:
                 await self.sink.send(TURNS, user_key(turn.user_id), dumps(turn))
         return [turn.turn_id for turn in turns]
+
+    def check_writable(self) -> None:
+        """Raises ``Restarting`` while the embedded broker restarts. Asked with the writers'
+        lock held, which the roll takes alone to start refusing: a write is then either wholly
+        before the roll (journaled and sent) or refused, with nothing written."""
+        if self.restarting is not None:
+            raise Restarting(self.restarting)
 
     async def add_messages(self, messages: Sequence[MessageEvent]) -> list[str | None]:
         """Messages for the pairing stage; acknowledged once durable, as turns are. One
@@ -149,6 +167,7 @@ class ResponseService:
         # lock also makes a re-send racing its first copy see it in the journal.
         users = {message.user_id for message in messages}
         async with self._user_locks.hold(users), self.writes.reader:
+            self.check_writable()
             earlier = await self._earlier_copies(messages)
             outcomes: list[str | None] = []
             fresh = []
@@ -297,6 +316,7 @@ class ResponseService:
         keeps the query alone)."""
         if record:
             self.disk.check()  # before the LLM's work, not after it
+            self.check_writable()
         memory = await self.retrieve(user_id, query, assistant_id=assistant_id)
         mid_term = [page for page, _, _ in memory.mid_term]
         knowledge = [text for text, _ in memory.user_knowledge]
@@ -325,7 +345,7 @@ class ResponseService:
                 timestamp=datetime.fromtimestamp(self.deps.clock.now(), UTC),
                 assistant_id=assistant_id,
             )
-            await self.write_turns([turn])
+            await self.write_turns([turn], client=True)
         return Responded(answer.text, memory, usage, remembered)
 
     async def persona(self, user_id: str, assistant_id: str | None = None) -> Persona:
@@ -364,6 +384,7 @@ class ResponseService:
         back. Until the last stage has seen it, reads of the user show nothing.
         """
         async with self.forget_lock, self._user_locks.hold({user_id}):
+            self.check_writable()  # the roll takes the forget lock too to start refusing
             at = round(self.deps.clock.now(), 3)  # milliseconds: what every store keeps exactly
             # Durable before destructive: the journal's copies of the user's turns go first, in
             # one transaction. If that fails (a full disk), nothing is removed and the 503 says

@@ -69,12 +69,10 @@ class Reconciler:
     keyring: Keyring | None = None  # the stages' (one cache per process); made if not given
     metrics: Metrics | None = None
     _seen: set[str] = field(default_factory=set)
-    # the newest journal seqs the last pass read (turns, messages): a roll catches up after
+    # the newest journal seqs the last pass read (turns, messages): the stack's catch-up
+    # sends what was journaled after them
     read_through: int = 0
     messages_read_through: int = 0
-    # the open DELETEs that pass read (their markers sent again if embedded): a roll sends
-    # the markers of DELETEs after it
-    forgetting: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.keyring is None:
@@ -109,7 +107,7 @@ class Reconciler:
         self.read_through = max((entry.seq for entry in entries), default=0)
         messages = await self.journal.pending_messages(limit=JOURNAL_READ)
         self.messages_read_through = max((entry.seq for entry in messages), default=0)
-        forgetting = self.forgetting = await self.repo.open_tombstones()
+        forgetting = await self.repo.open_tombstones()
         # A user being forgotten keeps every journaled turn until the marker has passed:
         # a marker sent again purges what those turns wrote, so they must follow it again.
         for user_id, at in forgetting.items():

@@ -4,32 +4,30 @@ Tansu keeps every record of every topic in memory and cannot trim or expire them
 retention; a ``DeleteRecords`` request closes the connection). Nothing of value lives only in
 it: the store is the source of truth and the journal holds every acknowledged turn until its
 page is stored. So when its RSS passes ``MEMORYOS_BROKER_MEMORY_BUDGET_MB`` the stack
-recycles it: close the gate, drain, stop the worker and the broker, start both fresh, let the
-reconciler re-send everything owed, open the gate (``Stack.recycle_broker``).
+restarts it, plainly, through the path a crash takes (``Stack.recycle_broker``):
 
-While the gate is closed the service keeps accepting turns:
-
-- a turn is journaled before it is sent, so the gate drops its send: the journal is what
-  gets sent. The reconciler's start pass, run while the gate is closed, sends every journaled
-  turn it reads, in the journal's order; then, still closed, the stack sends the turns
-  journaled after that read (``Stack.catch_up_journal``), again and again until a read finds
-  none and no send was dropped while it ran, and opens the gate in that same step (no await
-  between the check and the opening: a batch acknowledged in between was lost). So each turn is
-  sent once, after its user's earlier turns, and a turn a DELETE removed from the journal
-  before a catch-up read is not sent at all (one read just before is sent ahead of the
-  DELETE's marker, as any turn in flight, and purged by it). Leaving the late turns to a
-  periodic pass lost them: a later turn of the same user was stored first, and the
-  reconciler took the earlier one for processed (a soak at 25 turns/s lost 55 of 7,496
-  turns over 4 rolls).
-- a DELETE's marker is dropped the same way; the catch-up sends the marker of every open
-  tombstone the start pass did not see, before the user's later turns and messages.
-- messages of a message bus (``memoryos.messages``) are journaled too and go the same way,
-  so neither a client's POST nor a DELETE (whose marker goes to both topics) waits.
-- a roll that fails, or hangs past its bound, is tried again with the gate still closed,
-  until one succeeds.
+- client writes are refused: a turn, a bus message, a DELETE or a remembered ``respond`` gets
+  503 with ``Retry-After`` and /readyz says "restarting the broker". The refusal is decided
+  under the writers' lock (and the forget lock), which the roll takes alone to start it, so a
+  write is either wholly before the roll (journaled and sent) or refused with nothing of it
+  written: the client sends it again as is (``memoryos ingest`` does). Reads are served.
+- the worker and the broker are stopped, with no drain (it would be refused time): what the
+  worker leaves unfinished is re-driven as after a crash.
+- a fresh broker and worker are started as ``Stack.start`` starts them: the gate closed, the
+  reconciler's start pass re-sends everything owed from the journal and the store, and the
+  catch-up sends the turns the pairing stage journaled meanwhile and opens the gate. Then
+  writes are accepted again.
+- a roll that fails, or hangs past its bound, is tried again, writes still refused, until one
+  succeeds.
 - every other send (a retrieval's visits, sent in tasks of their own: service/visits.py)
   waits for the fresh broker, at most ``timeout_s``, then fails (the visit is counted as
   lost; a client's request never waits for it).
+
+A roll costs about 5 s of refused writes, most of it the fresh worker joining its consumer
+group (tools/roll_measure.py measures it). It replaced a roll that kept accepting writes
+while the broker restarted, journaling them and sending them from the journal under a
+closed gate: no 503s, but a catch-up against concurrent writes and DELETEs that lost
+acknowledged turns more than once before it was right.
 """
 
 from __future__ import annotations
@@ -47,13 +45,14 @@ Send = Callable[[str, bytes, bytes], Awaitable[None]]
 
 
 class GatedSink:
-    """The service's sink: straight to the current worker's producer, held during a roll."""
+    """The service's sink: straight to the current worker's producer; closed while a worker
+    starts (at start and in a roll) until the catch-up has sent what was journaled."""
 
     def __init__(self, send: Send, journaled: bool, timeout_s: float, closed: bool = False) -> None:
         self.target = send
         self.journaled = journaled  # turns are on disk: the journal, not the send, goes out
         self.timeout_s = timeout_s
-        self.dropped = 0  # turn sends dropped while closed: a catch-up read must see them all
+        self.dropped = 0  # turn sends dropped while closed: the catch-up sends them
         self._open = asyncio.Event()
         if not closed:
             self._open.set()

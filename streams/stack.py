@@ -27,9 +27,7 @@ from adapters.settings import LOOPBACK, Settings
 from adapters.store_vacuum import vacuum_forever
 from adapters.stores import unshared_store
 from adapters.wiring import build_deps, close_deps
-from schemas.codec import dumps
 from schemas.errors import ConfigError
-from schemas.records import ForgetUser
 from schemas.topics import MESSAGES, PIPELINE_TOPICS, TURNS, user_key
 from service.http import create_http_app
 from service.response import ResponseService
@@ -46,10 +44,10 @@ from streams.roll import BrokerWatch, GatedSink
 from streams.switch_interval import set_switch_interval
 
 log = logging.getLogger(__name__)
-CATCH_UP_FREE_ROUNDS = 8  # reads beside the clients' writes before the last, exclusive one
-CATCH_UP_ATTEMPTS = 5  # 0.5 + 1 + 2 + 4 s of backoff before a roll gives up on a send
+CATCH_UP_ATTEMPTS = 5  # 0.5 + 1 + 2 + 4 s of backoff before a catch-up gives up on a send
 ROLL_RETRY_MAX_S = 30.0  # the longest wait between two tries of a failed roll
-ROLL_BOUND_S = 180.0  # a roll's try beyond its drain: a hung start counts as failed
+ROLL_BOUND_S = 180.0  # a roll's try: a hung stop or start counts as failed
+ROLL_RETRY_AFTER_S = 2  # what a write refused during a roll is told (a roll takes ~5 s)
 
 
 def bind_http(host: str, port: int) -> socket.socket:
@@ -107,12 +105,10 @@ VISITS_CLOSE_S = 5.0
 
 @dataclasses.dataclass
 class _CatchUp:
-    """How far a catch-up has sent: the journal's turn and message sequence numbers, and the
-    DELETE markers sent (user -> the DELETE's time)."""
+    """How far a catch-up has sent: the journal's turn and message sequence numbers."""
 
     seq: int
     message_seq: int
-    marked: dict[str, float]
     sent: int = 0
 
 
@@ -302,7 +298,7 @@ class Stack:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         if self.lag is not None:
-            if self.broker is not None:  # it forgets everything: finish work in flight
+            if self.broker is not None and drain_s > 0:  # it forgets all: finish work in flight
                 await self._bounded("drain", self._drain(drain_s), drain_s + 5)
             await self._bounded("lag probe", self.lag.stop())
         if self.memory_app is not None:
@@ -332,36 +328,42 @@ class Stack:
         self._watch_task = asyncio.create_task(self.watch.run_forever())
 
     async def recycle_broker(self) -> None:
-        """A log roll: drain, a fresh broker and worker, the reconciler re-sends what is owed.
-
-        Turns acknowledged meanwhile are journaled and sent from the journal (streams/roll.py).
-        A roll that fails, or hangs past its bound, is tried again, gate still closed, until one
-        succeeds: opening the gate with journaled turns unsent would let a later turn of their
-        user be stored first, and the reconciler would then take them for processed.
-        """
+        """A log roll as a plain restart (streams/roll.py): refuse client writes (503 with
+        Retry-After), stop the worker and the broker as a crash would (no drain), start fresh
+        ones as `start` does (the reconciler's start pass re-sends what is owed, the catch-up
+        opens the gate), then accept writes again. A roll that fails, or hangs past its bound,
+        is tried again until one succeeds; writes stay refused meanwhile. A roll cancelled
+        (the stack stopping) leaves them refused: the next start sends what is journaled."""
         assert self.broker is not None
         assert self.gate is not None
         assert self.deps is not None
+        assert self.service is not None
         rolls = self.deps.metrics.broker_rolls
-        # Only a finished catch-up opens the gate. A roll cancelled (the stack stopping) leaves
-        # it closed: a turn acknowledged meanwhile is journaled and sent by the next start,
-        # where an open gate would have sent it to a half-started worker, ahead of an earlier
-        # turn of its user still unsent in the journal.
+        began = asyncio.get_running_loop().time()
+        # Taken alone, so no write is half done: each one is wholly before (journaled and
+        # sent) or refused with nothing written. A DELETE too (the forget lock).
+        async with self._forget_lock, self._writes.writer:
+            self.service.restarting = ROLL_RETRY_AFTER_S
         for attempt in itertools.count():
             self.gate.close()  # each try: a catch-up may have opened it before a failure
             try:
-                bound_s = self.settings.drain_timeout_s + ROLL_BOUND_S
-                await asyncio.wait_for(self._roll(), bound_s)
-                rolls.labels(outcome="done").inc()
-                return
+                await asyncio.wait_for(self._roll(), ROLL_BOUND_S)
             except Exception:
                 rolls.labels(outcome="failed").inc()
                 log.exception("a log roll failed (attempt %d); trying it again", attempt + 1)
                 await asyncio.sleep(min(ROLL_RETRY_MAX_S, 2.0**attempt))
+                continue
+            self.service.restarting = None
+            rolls.labels(outcome="done").inc()
+            took = asyncio.get_running_loop().time() - began
+            log.info("log roll done in %.2f s (%d tries)", took, attempt + 1)
+            return
 
     async def _roll(self) -> None:
         assert self.broker is not None
-        await self._stop_pipeline(self.settings.drain_timeout_s)
+        # No drain: writes are refused meanwhile, so it would be time refused. What the worker
+        # leaves unfinished is re-driven by the reconciler's start pass, as after a crash.
+        await self._stop_pipeline(0)
         if self._frozen:
             # The old worker was frozen with the start-up heap; handed back now, its cycles
             # are collected even if this attempt fails and the next one is long in coming.
@@ -375,40 +377,26 @@ class Stack:
             heap_freeze.refreeze()  # the old worker collected, the new one frozen
 
     async def catch_up_journal(self) -> int:
-        """Send the DELETE markers, turns and bus messages journaled after the reconciler's
-        start pass read the journal (during a roll, with the gate closed) or past that read's
-        limit (a backlog at start), oldest first, then open the gate. Returns how many were
-        sent.
+        """Send the turns and bus messages journaled after the reconciler's start pass read the
+        journal (turns the pairing stage made meanwhile, from messages that pass re-sent: the
+        closed gate dropped their sends) or past that read's limit (a backlog), oldest first,
+        then open the gate. Returns how many were sent.
 
-        Rounds of read-then-send run while clients keep writing, until a read finds nothing
-        or `CATCH_UP_FREE_ROUNDS` have run. The last round holds the writers' lock alone
-        (`ResponseService.writes`; turns and messages hold it shared from their journal write
-        to their send): no write is then between the two, so the last read sees every turn
-        whose send the gate dropped, and the gate opens before the lock is let go. Without
-        that lock the catch-up could only stop when a read found nothing and no send was
-        dropped while it ran, which steady concurrent writes can keep from ever happening.
-        The gate opens in that same step: opened later (a roll's `finally`, once under
-        `asyncio.wait_for`, a task of its own), a batch acknowledged in between would be
-        dropped with no read to come, and its turns lost. So nothing is sent before an earlier
-        turn or message of its user; at start no client is served yet."""
+        No client writes meanwhile: at start the API is not served yet, and during a roll a
+        client's write is refused. The pairing stage's writes hold the writers' lock shared
+        from their journal entry to their send; the catch-up holds it alone, so its last read
+        sees every turn whose send the gate dropped, and the gate opens before it lets go (an
+        await between the two would let a send be dropped with no read to come)."""
         assert self.gate is not None
         assert self.reconciler is not None
         catch_up = _CatchUp(
-            seq=self.reconciler.read_through,
-            message_seq=self.reconciler.messages_read_through,
-            marked=dict(self.reconciler.forgetting),  # the start pass sent these markers
+            seq=self.reconciler.read_through, message_seq=self.reconciler.messages_read_through
         )
         log.info("catching up from the journal: turns and messages the gate held back")
-        for _ in range(CATCH_UP_FREE_ROUNDS):
-            async with self._forget_lock:  # a DELETE is wholly before these reads or after
-                found = await self._catch_up_read(catch_up)
-            if not any(found):
-                break
-            await self._catch_up_send(catch_up, *found)
         # Without the journal the gate holds writes instead of dropping them, holding the
         # writers' lock: waiting for it alone would wait out the gate.
         alone = self._writes.writer if self.gate.journaled else contextlib.nullcontext()
-        async with self._forget_lock, alone:
+        async with alone:
             while any(found := await self._catch_up_read(catch_up)):  # a read is capped
                 await self._catch_up_send(catch_up, *found)
             self.gate.open(self._send)
@@ -416,39 +404,15 @@ class Stack:
             log.info("sent %d more journaled turns past the reconciler's read", catch_up.sent)
         return catch_up.sent
 
-    async def _catch_up_read(
-        self, catch_up: _CatchUp
-    ) -> tuple[list[tuple[str, float]], list[Entry], list[Entry]]:
-        """The DELETE markers the gate dropped, and the turns and messages journaled since the
-        last read; the caller holds the forget lock."""
-        assert self.deps is not None
-        assert self.reconciler is not None
-        forgetting = await self.deps.repo.open_tombstones()
+    async def _catch_up_read(self, catch_up: _CatchUp) -> tuple[list[Entry], list[Entry]]:
+        """The turns and messages journaled since the last read."""
         entries = await self.journal.pending(after=catch_up.seq)
         messages = await self.journal.pending_messages(after=catch_up.message_seq)
-        # A DELETE's marker dropped by the gate goes before its user's later turns and
-        # messages: the pairing stage drops a message that arrives ahead of the marker.
-        # Only the embedded broker's gate drops markers: on Kafka a service replica sent
-        # its own, and a second copy behind the user's next turn would purge that turn.
-        markers = [
-            (user, at)
-            for user, at in forgetting.items()
-            if self.reconciler.embedded and catch_up.marked.get(user) != at
-        ]
-        return markers, entries, messages
+        return entries, messages
 
     async def _catch_up_send(
-        self,
-        catch_up: _CatchUp,
-        markers: list[tuple[str, float]],
-        entries: list[Entry],
-        messages: list[Entry],
+        self, catch_up: _CatchUp, entries: list[Entry], messages: list[Entry]
     ) -> None:
-        for user_id, at in markers:
-            marker = dumps(ForgetUser(user_id=user_id, at=at))
-            await self._send_patiently(TURNS, user_key(user_id), marker)
-            await self._send_patiently(MESSAGES, user_key(user_id), marker)
-            catch_up.marked[user_id], catch_up.sent = at, catch_up.sent + 1
         for entry in entries:
             await self._send_patiently(TURNS, user_key(entry.user_id), entry.value)
             catch_up.seq, catch_up.sent = entry.seq, catch_up.sent + 1
@@ -511,6 +475,8 @@ class Stack:
         else:
             running = self.memory_app is not None and self.memory_app.app.started
         problems = [] if running else ["starting"]
+        if self.service is not None and self.service.restarting is not None:
+            problems.append("restarting the broker")
         if problem := await self.journal.problem():
             problems.append(problem)
         if not self.disk.room():

@@ -45,6 +45,7 @@ from streams.progress import Progress, amount, open_progress
 SHOWN_INVALID = 10  # enough to see what is wrong with a file, not a screen per bad line
 DETAIL_EVERY_LINES = 500
 JOURNAL_CHUNK = 256  # turns journaled per fsynced transaction before they are sent
+RESTART_WAIT_S = 600.0  # the longest a request waits out the embedded broker's restarts
 # Half the API's default body limit (MEMORYOS_MAX_BODY_BYTES, 1 MiB): 256 long turns can pass it.
 MAX_REQUEST_BYTES = 512 * 1024
 
@@ -146,7 +147,9 @@ async def post_file(
     further so that no request passes ``max_bytes`` of JSON, under the API's body limit); a line
     is acknowledged when the stack accepted it (journaled, so it survives a crash and a
     roll). A request that fails counts its lines as failed: not sent again, because a turn
-    sent twice while the first copy is still on its way could be linked twice."""
+    sent twice while the first copy is still on its way could be linked twice. A request
+    refused while the embedded broker restarts (503 with Retry-After) had nothing written,
+    so it is sent again once the restart is over."""
     report = Sent(path, track=track, by="the stack")
     started = time.monotonic()
     async for chunk in _chunks(path, report, progress, messages, started):
@@ -184,7 +187,7 @@ async def _post_request(
     items = [item for _, item in request]
     report.sent += len(request)
     try:
-        answer: Any = await (client.add_messages(items) if messages else client.add_turns(items))
+        answer = await _post_through_restarts(client, items, messages)
     except APIError as exc:
         if exc.status in (401, 403):  # every later request would be refused the same way
             raise ConfigError(
@@ -203,6 +206,23 @@ async def _post_request(
             report.failure(result.error)
         else:
             report.accepted(event)
+
+
+async def _post_through_restarts(
+    client: AsyncMemoryClient, items: list[dict[str, Any]], messages: bool
+) -> Any:
+    """The request's answer; refused while the embedded broker restarts (a log roll, a few
+    seconds), it is sent again after the Retry-After the stack gave, for a while."""
+    waited = 0.0
+    while True:
+        try:
+            return await (client.add_messages(items) if messages else client.add_turns(items))
+        except APIError as exc:
+            after = exc.retry_after_s
+            if exc.status != 503 or after is None or waited + after > RESTART_WAIT_S:
+                raise
+            await asyncio.sleep(after)
+            waited += after
 
 
 async def _chunks(

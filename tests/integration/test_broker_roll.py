@@ -1,7 +1,8 @@
 """Bounded memory on the embedded stack: topic retention, and the broker's log roll.
 
-A budget of 1 MB makes the stack recycle its broker at every check: drain, stop, a fresh
-broker and worker, the reconciler re-sends what is owed. Turns keep arriving meanwhile.
+A budget of 1 MB makes the stack recycle its broker at every check: a plain restart, writes
+refused meanwhile (503 with Retry-After), a fresh broker and worker, the reconciler re-sends
+what is owed. Clients keep writing, sending a refused write again.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from client.aio import AsyncMemoryClient
 from memory.ids import message_turn_id
 from schemas.codec import dumps
-from schemas.errors import BrokerError
+from schemas.errors import BrokerError, Restarting
 from schemas.message import MessageEvent
 from schemas.topics import MESSAGES, user_key
 from streams import stack as stack_module
@@ -102,17 +103,20 @@ async def test_a_broker_roll_mid_ingest_loses_and_duplicates_nothing(tmp_path: P
         first_pid = stack.broker.pid if stack.broker else None
         first_worker = weakref.ref(stack.memory_app.app)  # Faust's app, frozen at start-up
 
+        refused = 0
+
         async def ingest() -> None:
+            nonlocal refused
             for start in range(0, PER_USER, 4):  # acknowledged before, during and after rolls
                 if start == PER_USER // 2:  # this batch while the broker is being recycled
-                    await eventually(lambda: stack.gate is not None and stack.gate.closed,
+                    await eventually(lambda: stack.service.restarting is not None,
                                      180, every_s=0.005)  # fmt: skip
                 batch = [t for user in USERS for t in turns[user][start : start + 4]]
-                assert stack.service is not None
-                await stack.service.add_turns(batch)
+                refused += await add_through_rolls(stack, batch)
                 await asyncio.sleep(0.5)
 
         await asyncio.gather(ingest(), eventually(lambda: stack.watch.rolls >= 2, 180))
+        assert refused, "a batch was refused during a roll, and sent again"
         stack.watch.budget_bytes = 1 << 40  # no more rolls: let the pipeline settle
         assert stack.broker is not None
         assert stack.broker.pid != first_pid
@@ -136,8 +140,9 @@ async def test_a_broker_roll_mid_ingest_loses_and_duplicates_nothing(tmp_path: P
 async def test_memoryos_ingest_across_rolls_keeps_every_turn_once_in_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`memoryos ingest` into the embedded stack goes through its HTTP API, so the roll's gate
-    and journal cover it. It used to produce straight to the broker, past the gate: a bulk
+    """`memoryos ingest` into the embedded stack goes through its HTTP API: a request refused
+    during a roll (503 with Retry-After, nothing written) is sent again after it, so every
+    line is acknowledged. It used to produce straight to the broker, past the roll: a bulk
     ingest, the likeliest cause of a roll, could have its later turns stored before the older
     ones the roll's start pass re-sent, and the reconciler then took those for processed."""
     monkeypatch.setattr(ingest_command, "JOURNAL_CHUNK", 4)  # many requests, across the rolls
@@ -170,6 +175,19 @@ async def test_memoryos_ingest_across_rolls_keeps_every_turn_once_in_order(
         assert passed == 0, "no turn settled without its page"
 
 
+async def add_through_rolls(stack: Stack, batch: list[Any]) -> int:
+    """``batch`` acknowledged, sent again after each refusal (a client honouring Retry-After);
+    returns how many times it was refused."""
+    assert stack.service is not None
+    for refusals in range(1000):
+        try:
+            await stack.service.add_turns(batch)
+            return refusals
+        except Restarting:
+            await asyncio.sleep(0.1)
+    raise AssertionError("refused for over 100 s")
+
+
 async def _complete(stack: Stack, user: str) -> dict[str, Any] | None:
     assert stack.service is not None
     memory = await stack.service.get_memory(user)
@@ -178,67 +196,42 @@ async def _complete(stack: Stack, user: str) -> dict[str, Any] | None:
 
 
 @pytest.mark.slow
-async def test_turns_acknowledged_after_the_start_pass_read_the_journal_are_sent_in_order(
+async def test_a_write_during_a_roll_is_refused_and_the_turns_after_it_are_kept_in_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The window that lost turns in a soak: a turn acknowledged after the reconciler's start
-    pass has read the journal, while the gate is still closed, then later turns of the same
-    user after it opens. The late turn must be sent before them, not left to a periodic pass
-    (which found a later page stored and took it for processed)."""
+    """The window that lost turns in a soak when a roll accepted writes: a turn acknowledged
+    after the reconciler's start pass had read the journal, then later turns of its user.
+    A roll now refuses it (Restarting: 503 with Retry-After) with nothing written; sent
+    again once the roll is done, it goes out at once through the open gate, in order."""
     user, count = "roll-window", 12
     turns = make_turns(user, [(f"{user} packs box {i}", f"box {i} noted") for i in range(count)])
     holder: dict[str, Stack] = {}
+    refused: list[int] = []
 
-    class AcknowledgesDuringTheWindow(Reconciler):
+    class WritesDuringTheWindow(Reconciler):
         async def start(self) -> Owed:
             owed = await super().start()  # the journal has been read and its turns sent
             stack = holder.get("stack")
-            if stack is not None and stack.gate is not None and stack.gate.closed:
+            if stack is not None:
                 assert stack.service is not None
-                await stack.service.add_turns(turns[4:6])  # the gate is still closed
+                with pytest.raises(Restarting) as exc:
+                    await stack.service.add_turns(turns[4:6])
+                refused.append(exc.value.retry_after_s)
             return owed
 
-    monkeypatch.setattr(stack_module, "Reconciler", AcknowledgesDuringTheWindow)
+    monkeypatch.setattr(stack_module, "Reconciler", WritesDuringTheWindow)
     async with running_stack(tmp_path / "data") as stack:  # periodic passes 60 s apart
         assert stack.service is not None
+        assert stack.gate is not None
         await stack.service.add_turns(turns[:4])
         await eventually(lambda: _pages(stack, user, 4), 120, every_s=0.5)
         holder["stack"] = stack
         await stack.recycle_broker()
+        assert refused, "the write inside the roll was refused"
+        dropped = stack.gate.dropped
+        await stack.service.add_turns(turns[4:6])  # sent again, as a client does
         await stack.service.add_turns(turns[6:])
-        await each_turn_once_in_order(stack, user, turns, 90)
-
-
-@pytest.mark.slow
-async def test_turns_acknowledged_right_after_the_catch_up_are_sent_in_order(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The window a 15-minute soak found (8 of 200 users lost one turn at one roll): a batch
-    acknowledged after the catch-up's last read of the journal, before the gate opened. Any
-    await there let its sends be dropped with no read to come; the roll's own `wait_for` was
-    one. Here the batch comes in just after the catch-up returns: it must go out at once."""
-    user, count = "roll-after-catch-up", 12
-    turns = make_turns(user, [(f"{user} plants row {i}", f"row {i} noted") for i in range(count)])
-    catch_up = Stack.catch_up_journal
-    rolling: list[Stack] = []  # set before the roll: the start-up catch-up is left alone
-    late: list[int] = []
-
-    async def then_a_batch(self: Stack) -> int:
-        sent = await catch_up(self)
-        if rolling and not late:
-            assert self.service is not None
-            late.append(len(await self.service.add_turns(turns[4:6])))
-        return sent
-
-    monkeypatch.setattr(Stack, "catch_up_journal", then_a_batch)
-    async with running_stack(tmp_path / "data") as stack:  # periodic passes 60 s apart
-        assert stack.service is not None
-        await stack.service.add_turns(turns[:4])
-        await eventually(lambda: _pages(stack, user, 4), 120, every_s=0.5)
-        rolling.append(stack)
-        await stack.recycle_broker()
-        assert late == [2], "the batch came in right after the catch-up"
-        await stack.service.add_turns(turns[6:])
+        assert stack.gate.dropped == dropped, "the gate is open as the roll returns"
         await each_turn_once_in_order(stack, user, turns, 90)
 
 
@@ -261,69 +254,28 @@ async def _pages(stack: Stack, user: str, count: int) -> dict[str, Any] | None:
 
 
 @pytest.mark.slow
-async def test_a_turn_deleted_during_a_roll_does_not_come_back(
+async def test_a_delete_during_a_roll_is_refused_and_removes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A turn acknowledged while the gate is closed, then its user's DELETE, both before the
-    start pass: the DELETE took the turn out of the journal, so nothing sends it again."""
+    """A DELETE inside a roll (after the start pass, where the gate once dropped its markers
+    and a catch-up had to send them ahead of the user's later turns) is refused with nothing
+    removed; sent again after the roll, it forgets the user, and what the user says after it
+    is kept."""
     user = "roll-forgotten"
-    turns = make_turns(user, [(f"{user} secret {i}", f"noted {i}") for i in range(3)])
-    holder: dict[str, Stack] = {}
-    outcome: list[str] = []
-
-    class DeletesBeforeThePass(Reconciler):
-        async def start(self) -> Owed:
-            stack = holder.get("stack")
-            if stack is not None and stack.gate is not None and stack.gate.closed:
-                assert stack.service is not None
-                await stack.service.add_turns(turns[2:])  # acknowledged, its send dropped
-                # its markers (turns and messages topics) are dropped too: it does not wait
-                await asyncio.wait_for(stack.service.forget(user), 10)
-                outcome.append("deleted")
-            return await super().start()
-
-    monkeypatch.setattr(stack_module, "Reconciler", DeletesBeforeThePass)
-    async with running_stack(tmp_path / "data") as stack:
-        assert stack.service is not None
-        service = stack.service
-        await service.add_turns(turns[:2])
-        await eventually(lambda: _pages(stack, user, 2), 120, every_s=0.5)
-        holder["stack"] = stack
-        await stack.recycle_broker()
-        assert outcome, "the DELETE ran inside the roll"
-
-        async def forgotten() -> bool:
-            return not await service.forgetting(user)
-
-        await eventually(forgotten, 90, every_s=0.5)
-        await asyncio.sleep(5)  # time for a wrongly re-sent turn to be placed
-        memory = await service.get_memory(user)
-        assert memory_summary(memory) == ([], []), "a turn acknowledged before the DELETE came back"
-
-
-@pytest.mark.slow
-async def test_a_delete_after_the_start_pass_keeps_what_its_user_says_after_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A DELETE inside a roll after the start pass read the tombstones, then a bus message pair
-    and a turn of the same user, all while the gate is closed. The gate dropped the marker:
-    the catch-up must send it ahead of them, or the pairing stage drops the messages as ones
-    from before the DELETE (and the DELETE waits for two periodic passes, 60 s apart here)."""
-    user = "roll-reborn"
     before = make_turns(user, [(f"{user} old secret {i}", f"noted {i}") for i in range(2)])
     after = make_turns(user, [(f"{user} fresh start", "welcome back")], prefix="n")
-    pair = message_pair(user, "my new parcel is late", "it ships today")
     holder: dict[str, Stack] = {}
+    outcome: list[str] = []
 
     class DeletesAfterThePass(Reconciler):
         async def start(self) -> Owed:
             owed = await super().start()
             stack = holder.get("stack")
-            if stack is not None and stack.gate is not None and stack.gate.closed:
+            if stack is not None:
                 assert stack.service is not None
-                await stack.service.forget(user)  # its markers are dropped by the gate
-                await stack.service.add_messages(pair)
-                await stack.service.add_turns(after)
+                with pytest.raises(Restarting):
+                    await stack.service.forget(user)
+                outcome.append("refused")
             return owed
 
     monkeypatch.setattr(stack_module, "Reconciler", DeletesAfterThePass)
@@ -334,23 +286,31 @@ async def test_a_delete_after_the_start_pass_keeps_what_its_user_says_after_it(
         await eventually(lambda: _pages(stack, user, 2), 120, every_s=0.5)
         holder["stack"] = stack
         await stack.recycle_broker()
+        assert outcome == ["refused"]
+        assert not await service.forgetting(user), "the refused DELETE opened nothing"
+        assert len(memory_summary(await service.get_memory(user))[0]) == 2
+        holder.clear()
+        await service.forget(user)  # sent again after the roll
 
         async def complete() -> bool:
             return not await service.forgetting(user)
 
-        await eventually(complete, 30, every_s=0.5)  # well before a periodic pass
-        memory = await eventually(lambda: _pages(stack, user, 2), 30, every_s=0.5)
+        await eventually(complete, 60, every_s=0.5)
+        await service.add_turns(after)
+        await eventually(lambda: _pages(stack, user, 1), 30, every_s=0.5)
+        await asyncio.sleep(3)  # time for a wrongly re-sent old turn to be placed
+        memory = await service.get_memory(user)
         short, mid = memory_summary(memory)
-        paired = message_turn_id(user, "m2")
-        assert sorted(short + mid) == sorted([after[0].turn_id, paired]), "only what came after"
+        assert sorted(short + mid) == [after[0].turn_id], "only what came after"
 
 
 @pytest.mark.slow
-async def test_a_failed_roll_is_tried_again_with_the_gate_closed(
+async def test_a_failed_roll_is_tried_again_with_writes_still_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The first roll's catch-up fails after a turn was acknowledged inside it: the roll is
-    tried again before the gate opens, so that turn is placed before the later ones."""
+    """The first roll's catch-up fails: the roll is tried again, writes refused meanwhile
+    (a turn sent in between is refused, not accepted ahead of the retry's start pass), then
+    every turn is placed once, in order."""
     user, count = "roll-retried", 8
     turns = make_turns(user, [(f"{user} step {i}", f"step {i} done") for i in range(count)])
     failures: list[str] = []
@@ -360,7 +320,8 @@ async def test_a_failed_roll_is_tried_again_with_the_gate_closed(
     async def fails_once(self: Stack) -> int:
         if rolling and not failures:
             assert self.service is not None
-            await self.service.add_turns(turns[3:5])  # acknowledged, their sends dropped
+            with pytest.raises(Restarting):
+                await self.service.add_turns(turns[3:5])
             failures.append("catch-up")
             raise BrokerError("the fresh broker went away")
         return await catch_up(self)
@@ -376,7 +337,8 @@ async def test_a_failed_roll_is_tried_again_with_the_gate_closed(
         assert failures, "the first try failed"
         assert stack.gate is not None
         assert not stack.gate.closed
-        await stack.service.add_turns(turns[5:])
+        assert stack.service.restarting is None
+        await stack.service.add_turns(turns[3:])
         await each_turn_once_in_order(stack, user, turns, 60)
         rolls = stack.deps.metrics.broker_rolls
         assert rolls.labels(outcome="failed")._value.get() == 1

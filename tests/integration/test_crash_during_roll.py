@@ -1,9 +1,9 @@
 """SIGKILL of the whole embedded stack while its broker rolls, under steady writes.
 
-A roll drains the worker, replaces the broker, starts a fresh worker and sends what the gate
-held back from the journal (`Stack.catch_up_journal`, whose last round holds the writers' lock
-alone). A kill in any of those steps must lose no acknowledged turn, link none twice and keep
-each user's order: the journal is the only copy of a turn the gate dropped.
+A roll is a plain restart: client writes are refused (503 with Retry-After; the writers send
+them again), the worker and the broker stop, fresh ones start as at start-up (the reconciler's
+start pass, then `Stack.catch_up_journal`), writes are accepted again. A kill in any of those
+steps must lose no acknowledged turn, link none twice and keep each user's order.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ PER_REQUEST = 3
 PAUSE_S = 0.5  # between a user's requests: about 24 turns/s in all, a steady load
 ROLL_LINE = "over its budget: recycling it"
 CATCH_UP_LINE = "catching up from the journal"
-# Where each kill lands, after the roll's line: in the drain; as the catch-up starts (its own
-# line is waited for); and once later turns went through the opened gate and were stored, so
-# a turn the gate dropped and the catch-up did not send would be settled as passed and lost.
+# Where each kill lands, after the roll's line: as the worker stops; as the catch-up starts
+# (its own line is waited for); and once later turns went through the reopened API and were
+# stored, so a turn the roll failed to send would be settled as passed and lost.
 KILLS = ((ROLL_LINE, 0.2), (CATCH_UP_LINE, 0.0), (CATCH_UP_LINE, 4.0))
 
 
@@ -57,13 +57,15 @@ def roll_env(server: FakeOpenAI) -> dict[str, str]:
 
 class Writers:
     """One client per user, each posting its user's next turns in order until stopped; a
-    turn counts as acknowledged only when its request got 202."""
+    turn counts as acknowledged only when its request got 202. A 503 with Retry-After (a
+    roll) is sent again, the same turns, a short pause later."""
 
     def __init__(self) -> None:
         turns = [(f"{{u}} asks about thing {i}", f"thing {i} noted") for i in range(2000)]
         self.turns = {u: make_turns(u, [(q.format(u=u), r) for q, r in turns]) for u in USERS}
         self.posted = dict.fromkeys(USERS, 0)
         self.acked: set[tuple[str, str]] = set()  # (user, turn id): turn ids are per user
+        self.refused = 0  # 503s with Retry-After: refused during a roll, nothing written
 
     async def write(self, url: str, stop: asyncio.Event) -> None:
         await asyncio.gather(*(self._user(url, user, stop) for user in USERS))
@@ -80,6 +82,11 @@ class Writers:
                     )
                 except httpx.HTTPError:
                     return  # the stack was killed under this request
+                if response.status_code == 503 and "retry-after" in response.headers:
+                    self.refused += 1
+                    self.posted[user] -= len(batch)  # refused with nothing written: again
+                    await asyncio.sleep(0.2)
+                    continue
                 if response.status_code != 202:
                     return  # a 503 while the stack goes down: not acknowledged
                 self.acked.update((user, t.turn_id) for t in batch)
@@ -92,7 +99,7 @@ def log_count(up: UpProcess, line: str) -> int:
 
 async def kill_in_a_roll(up: UpProcess, writers: Writers, line: str, delay_s: float) -> int:
     """Kill ``delay_s`` after the next ``line``; returns the turns acknowledged from that line
-    to the kill (in the roll's window)."""
+    to the kill (none while the roll refuses writes; some once it reopened them)."""
     stop = asyncio.Event()
     task = asyncio.create_task(writers.write(up.url, stop))
     seen = log_count(up, line)
@@ -114,13 +121,13 @@ async def _more(up: UpProcess, line: str, seen: int) -> bool:
 
 
 async def test_sigkill_at_each_step_of_a_roll_loses_no_acknowledged_turn(tmp_path: Path) -> None:
-    data, writers, in_rolls = tmp_path / "data", Writers(), 0
+    data, writers, after_lines = tmp_path / "data", Writers(), 0
     with FakeOpenAI(latency_s=0.01) as server:
         for line, delay_s in KILLS:
             up = UpProcess(data, **roll_env(server))
             up.start()
             await up.wait_ready()
-            in_rolls += await kill_in_a_roll(up, writers, line, delay_s)
+            after_lines += await kill_in_a_roll(up, writers, line, delay_s)
         up = UpProcess(data, **no_eviction_env(server))  # recovery without rolls
         up.start()
         try:
@@ -147,7 +154,8 @@ async def test_sigkill_at_each_step_of_a_roll_loses_no_acknowledged_turn(tmp_pat
     finally:
         await store.close()
     assert len(writers.acked) > 100, "the kills landed under load"
-    assert in_rolls > 0, "turns were acknowledged between a roll's line and its kill"
+    assert writers.refused > 0, "writes were refused during the rolls"
+    assert after_lines > 0, "turns were acknowledged after a roll reopened writes, then killed"
 
 
 async def _every_acked_stored(up: UpProcess, writers: Writers) -> bool:

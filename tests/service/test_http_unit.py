@@ -13,7 +13,7 @@ import pytest
 
 from adapters.metrics import Metrics
 from adapters.settings import Settings
-from schemas.errors import EmbedderError, LLMError, MemoryOSError, StoreError
+from schemas.errors import EmbedderError, LLMError, MemoryOSError, Restarting, StoreError
 from schemas.turn import MAX_TEXT_CHARS
 from service.http import create_http_app
 from service.response import ResponseService
@@ -265,6 +265,18 @@ async def test_a_failing_backend_is_503_saying_what_failed_without_internals(
     fake.failure = failure
     error = error_of(await client.post("/v1/users/alice/turns", json=TURN, headers=AUTH), 503)
     assert error["error"] == said
+
+
+async def test_a_write_refused_while_the_broker_restarts_says_when_to_send_it_again(
+    client: httpx.AsyncClient, fake: FakeMemory
+) -> None:
+    """A log roll refuses writes before anything is written: 503 with Retry-After, so a
+    client (and `memoryos ingest`) sends the same turn again after it."""
+    fake.failure = Restarting(2)
+    response = await client.post("/v1/users/alice/turns", json=TURN, headers=AUTH)
+    error = error_of(response, 503)
+    assert response.headers["retry-after"] == "2"
+    assert "restarting" in error["error"]
 
 
 async def test_healthz_shows_no_configuration(fake: FakeMemory) -> None:

@@ -1,8 +1,10 @@
-"""Stack.catch_up_journal: what a roll sends from the journal before its gate opens."""
+"""Stack.catch_up_journal: what a start (and a roll, which starts as a start does) sends from
+the journal before its gate opens; and a roll's refusal of the clients' writes."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,8 +14,8 @@ from adapters.journal import NoJournal, SqliteJournal
 from adapters.metrics import Metrics
 from adapters.settings import Settings
 from schemas.codec import dumps
-from schemas.errors import BrokerError
-from schemas.records import ForgetUser
+from schemas.errors import BrokerError, Restarting
+from schemas.message import MessageEvent
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
 from service.response import ResponseService
@@ -24,36 +26,24 @@ from tests.support.builders import make_turns
 from tests.support.fakes import Pipeline, make_deps
 
 pytestmark = pytest.mark.asyncio
-
-
-class Racing(SqliteJournal):
-    """A journal whose first read misses a turn acknowledged while it runs."""
-
-    def __init__(self, path: Path, late: object, gate: GatedSink) -> None:
-        super().__init__(path)
-        self.late, self.gate, self.reads = late, gate, 0
-
-    async def pending(self, limit: int = 10_000, after: int = 0):  # type: ignore[no-untyped-def]
-        found = await super().pending(limit, after)
-        self.reads += 1
-        if self.reads == 1:  # the client's turn lands after the read's snapshot
-            await self.append([self.late])  # type: ignore[list-item]
-            await self.gate.send(TURNS, b"u", dumps(self.late))  # dropped: gate closed
-        return found
+MESSAGE = MessageEvent(
+    user_id="u",
+    conversation_id="c",
+    message_id="m",
+    role="user",
+    text="hello",
+    timestamp=datetime(2024, 3, 1, 9, 0, tzinfo=UTC),
+)
 
 
 def stack_with(
-    tmp_path: Path, read_through: int, tombstones: dict[str, float] | None = None
+    tmp_path: Path, read_through: int, fail_once: bool = True
 ) -> tuple[Stack, list[bytes], GatedSink]:
-    """``tombstones``: the open DELETEs the catch-up finds; the start pass found none."""
+    """``fail_once``: the first send fails (a fresh producer not ready yet)."""
     stack = Stack(Settings(data_dir=tmp_path))
-
-    async def open_tombstones() -> dict[str, float]:
-        return dict(tombstones or {})
-
-    stack.deps = SimpleNamespace(repo=SimpleNamespace(open_tombstones=open_tombstones))  # type: ignore[assignment]
+    stack.deps = SimpleNamespace(metrics=Metrics())  # type: ignore[assignment]
     sent: list[bytes] = []
-    failures = [BrokerError("the fresh producer is not ready yet")]
+    failures = [BrokerError("the fresh producer is not ready yet")] if fail_once else []
 
     async def send(topic: str, key: bytes, value: bytes) -> None:
         if failures:
@@ -64,7 +54,7 @@ def stack_with(
     stack.gate = GatedSink(send, journaled=True, timeout_s=30)
     stack.gate.close()
     stack.reconciler = SimpleNamespace(  # type: ignore[assignment]
-        read_through=read_through, messages_read_through=0, forgetting={}, embedded=True
+        read_through=read_through, messages_read_through=0, embedded=True
     )
     return stack, sent, stack.gate
 
@@ -99,80 +89,6 @@ async def test_the_catch_up_opens_the_gate_itself_and_nothing_after_it_is_droppe
         await gate.send(TURNS, user_key("u"), dumps(turn))
     assert gate.dropped == 0
     assert sent == [dumps(t) for t in turns]
-
-
-async def test_a_turn_acknowledged_while_the_catch_up_reads_is_sent_before_the_gate_opens(
-    tmp_path: Path,
-) -> None:
-    turns = make_turns("u", [(f"step {i}", f"ok {i}") for i in range(4)])
-    stack, sent, gate = stack_with(tmp_path, read_through=3)  # the start pass read them all
-    journal = Racing(tmp_path / "journal.sqlite3", turns[3], gate)
-    await journal.append(turns[:3])
-    stack.journal = journal
-    # the first read finds nothing, but a send was dropped while it ran: read again
-    assert await stack.catch_up_journal() == 1
-    assert sent == [dumps(turns[3])]
-    assert journal.reads == 3
-
-
-async def test_a_delete_inside_the_roll_sends_its_marker_before_its_users_later_turns(
-    tmp_path: Path,
-) -> None:
-    """The gate dropped the marker of a DELETE made after the start pass: the catch-up sends
-    it first, or a later message of the user would reach pairing ahead of it and be dropped
-    as one from before the DELETE."""
-    turns = make_turns("u", [(f"after {i}", f"ok {i}") for i in range(2)])
-    stack, sent, _ = stack_with(tmp_path, read_through=0, tombstones={"u": 1_700_000_000.5})
-    stack.journal = SqliteJournal(tmp_path / "journal.sqlite3")
-    await stack.journal.append(turns)  # acknowledged after the DELETE
-    assert await stack.catch_up_journal() == 3
-    marker = dumps(ForgetUser(user_id="u", at=1_700_000_000.5))
-    assert sent == [marker, marker, *(dumps(t) for t in turns)], "turns and messages topics"
-
-
-async def test_deletes_racing_the_catch_up_keep_each_users_order(tmp_path: Path) -> None:
-    """A DELETE between the catch-up's locked read and its sends, then a second DELETE of the
-    same user inside the same roll (a review's attack): what was read before a DELETE goes
-    ahead of its marker, each marker goes ahead of the turns said after it, and it ends."""
-    stones: dict[str, float] = {}
-    stack, sent, gate = stack_with(tmp_path, read_through=0)
-
-    async def open_tombstones() -> dict[str, float]:
-        return dict(stones)
-
-    stack.deps.repo.open_tombstones = open_tombstones  # type: ignore[union-attr]
-    journal = SqliteJournal(tmp_path / "journal.sqlite3")
-    stack.journal = journal
-    old = make_turns("u", [("old 0", "ok"), ("old 1", "ok")])
-    new1 = make_turns("u", [("new a", "ok")], prefix="a")
-    new2 = make_turns("u", [("new b", "ok")], prefix="b")
-    await journal.append(old)
-    real_send = stack._send
-    deletes = [2_000.0, 1_000.0]
-
-    async def delete(at: float) -> None:
-        async with stack._forget_lock:  # as ResponseService.forget
-            stones["u"] = at
-            await journal.forget_user("u")
-            await gate.send(TURNS, user_key("u"), dumps(ForgetUser(user_id="u", at=at)))
-
-    async def racing_send(topic: str, key: bytes, value: bytes) -> None:
-        await real_send(topic, key, value)
-        if value == dumps(old[0]) and deletes:  # between the read and the second send
-            await delete(deletes.pop())
-            await journal.append(new1)
-            await gate.send(TURNS, user_key("u"), dumps(new1[0]))
-        elif value == dumps(new1[0]) and deletes:
-            await delete(deletes.pop())
-            await journal.append(new2)
-            await gate.send(TURNS, user_key("u"), dumps(new2[0]))
-
-    stack._send = racing_send  # type: ignore[method-assign]
-    await stack.catch_up_journal()
-    m1 = dumps(ForgetUser(user_id="u", at=1_000.0))
-    m2 = dumps(ForgetUser(user_id="u", at=2_000.0))
-    # markers go to the turns and the messages topics; the first send failed once (retried)
-    assert sent == [dumps(old[0]), dumps(old[1]), m1, m1, dumps(new1[0]), m2, m2, dumps(new2[0])]
 
 
 class AcksAfterTheLastRead(SqliteJournal):
@@ -220,10 +136,9 @@ async def test_a_send_queued_behind_the_last_empty_read_is_not_dropped(tmp_path:
 
 
 async def test_the_catch_up_ends_under_steady_concurrent_writes(tmp_path: Path) -> None:
-    """Eight clients write as fast as they can through the service while a roll catches up.
-    Before the writers' lock the catch-up stopped only when a read found nothing and no send
-    was dropped while it ran, and a review's script kept it from stopping for 8 s. With the
-    lock its last read excludes writes: it ends while the clients still write, and every
+    """Eight writers write as fast as they can through the service while the catch-up runs
+    (in the stack only the pairing stage writes then; clients are not served or refused).
+    The catch-up holds the writers' lock alone, so it ends while they still write, and every
     turn is sent once, after its user's earlier turns."""
     stack, sent, gate = stack_with(tmp_path, read_through=0)
     stack.journal = SqliteJournal(tmp_path / "journal.sqlite3")
@@ -257,12 +172,12 @@ async def test_the_catch_up_ends_under_steady_concurrent_writes(tmp_path: Path) 
         assert by_user[user] == [f"{user}-{n:05d}-000" for n in range(count)], user
 
 
-async def test_a_cancelled_roll_leaves_the_gate_closed(tmp_path: Path) -> None:
-    """A stop cancels a roll mid-way: the gate stays closed, so a turn acknowledged then is
-    journaled for the next start, not sent to a half-started worker ahead of earlier turns
-    of its user still unsent in the journal (found by review)."""
+async def test_a_cancelled_roll_leaves_the_gate_closed_and_writes_refused(tmp_path: Path) -> None:
+    """A stop cancels a roll mid-way: writes stay refused and the gate closed, so a turn the
+    pairing stage journals then is sent by the next start, not to a half-started worker ahead
+    of earlier turns of its user still unsent in the journal (found by review)."""
     stack, _, gate = stack_with(tmp_path, read_through=0)
-    setattr(stack.deps, "metrics", Metrics())  # noqa: B010 (a stub's attribute)
+    stack.service = SimpleNamespace(restarting=None)  # type: ignore[assignment]
     stack.broker = SimpleNamespace()  # type: ignore[assignment]
     entered = asyncio.Event()
 
@@ -277,6 +192,7 @@ async def test_a_cancelled_roll_leaves_the_gate_closed(tmp_path: Path) -> None:
     with pytest.raises(asyncio.CancelledError):
         await roll
     assert gate.closed
+    assert stack.service.restarting is not None
     await gate.send(TURNS, user_key("u"), b"a journaled turn")
     assert gate.dropped == 1, "dropped: the journal has it for the next start"
 
@@ -365,3 +281,100 @@ async def test_a_worker_start_keeps_what_a_user_said_after_a_replicas_delete() -
     assert [p.turn_id for p in pages] == ["n000"], (
         "the turn said after the DELETE is kept" + f" ({len(markers)} markers sent)"
     )
+
+
+class SlowJournal(SqliteJournal):
+    """A journal whose turn appends wait until ``go`` is set."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.go, self.appending = asyncio.Event(), asyncio.Event()
+
+    async def append(self, turns):  # type: ignore[no-untyped-def]
+        self.appending.set()
+        await self.go.wait()
+        await super().append(turns)
+
+
+def serving(stack: Stack, tmp_path: Path, journal: SqliteJournal) -> ResponseService:
+    """The service as `Stack.start` wires it: the stack's gate, journal and locks."""
+    assert stack.gate is not None
+    stack.journal = journal
+    deps = SimpleNamespace(repo=None, settings=Settings(data_dir=tmp_path), metrics=Metrics())
+    service = ResponseService(deps, stack.gate, journal)  # type: ignore[arg-type]
+    service.writes, service.forget_lock = stack._writes, stack._forget_lock
+    stack.service = service
+    stack.broker = SimpleNamespace()  # type: ignore[assignment]
+    return service
+
+
+async def test_a_roll_refuses_clients_writes_with_nothing_written_then_accepts_them(
+    tmp_path: Path,
+) -> None:
+    """During a roll a client's turn, message or DELETE is refused (Restarting: 503 with
+    Retry-After) before anything of it is journaled or sent, so sending it again is safe;
+    the pairing stage's turns are not refused (journaled, the closed gate drops their send,
+    the catch-up sends them). Once the roll is done, writes are accepted and sent."""
+    stack, sent, gate = stack_with(tmp_path, read_through=0)
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    service = serving(stack, tmp_path, journal)
+    gate.open(stack._send)
+    turns = make_turns("u", [(f"step {i}", f"ok {i}") for i in range(4)])
+    inside, release = asyncio.Event(), asyncio.Event()
+
+    async def roll() -> None:  # as `Stack._roll`: stop, start, then the catch-up opens the gate
+        inside.set()
+        await release.wait()
+        await stack.catch_up_journal()
+
+    stack._roll = roll  # type: ignore[method-assign]
+    rolling = asyncio.create_task(stack.recycle_broker())
+    await inside.wait()
+    for write in (
+        service.add_turns(turns[:1]),
+        service.add_messages([MESSAGE]),
+        service.forget("u"),
+    ):
+        with pytest.raises(Restarting) as refused:
+            await write
+        assert refused.value.retry_after_s >= 1
+    assert await journal.pending() == [], "nothing of a refused turn was written"
+    assert await journal.pending_messages() == []
+    assert await service.write_turns(turns[1:2]) == [turns[1].turn_id], "the pairing stage's"
+    assert gate.dropped == 1
+    release.set()
+    await rolling
+    assert service.restarting is None
+    assert await service.add_turns(turns[2:]) == [t.turn_id for t in turns[2:]]
+    assert sent == [dumps(t) for t in turns[1:]], "the pairing stage's turn, then the rest"
+
+
+async def test_a_write_in_flight_when_a_roll_begins_is_finished_not_refused(
+    tmp_path: Path,
+) -> None:
+    """The roll takes the writers' lock alone to start refusing: a write already journaling
+    is finished first (journaled and sent through the open gate), never left half done."""
+    stack, sent, gate = stack_with(tmp_path, read_through=0, fail_once=False)
+    journal = SlowJournal(tmp_path / "journal.sqlite3")
+    service = serving(stack, tmp_path, journal)
+    gate.open(stack._send)
+    turn = make_turns("u", [("in flight", "as the roll begins")])[0]
+    write = asyncio.create_task(service.add_turns([turn]))
+    await journal.appending.wait()
+    inside = asyncio.Event()
+
+    async def roll() -> None:
+        inside.set()
+        read = await journal.pending()  # as the start pass: it re-sends these if not stored
+        stack.reconciler.read_through = max(e.seq for e in read)  # type: ignore[union-attr]
+        await stack.catch_up_journal()
+
+    stack._roll = roll  # type: ignore[method-assign]
+    rolling = asyncio.create_task(stack.recycle_broker())
+    await asyncio.sleep(0.05)
+    assert service.restarting is None, "the roll waits for the write in flight"
+    assert not inside.is_set()
+    journal.go.set()
+    assert await write == [turn.turn_id]
+    await rolling
+    assert sent == [dumps(turn)], "sent once, through the gate before it closed"
