@@ -28,7 +28,6 @@ from streams.cli_help import (
     UP_EPILOG,
 )
 from streams.log_rate import limit_noisy_loggers
-from streams.switch_interval import set_switch_interval
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 
@@ -272,7 +271,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = _settings(args)
         limit_arenas()  # before any thread: glibc settles its limit early
-        set_switch_interval()
         logging.basicConfig(
             level=logging.DEBUG if args.verbose else settings.log_level,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",

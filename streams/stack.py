@@ -41,7 +41,6 @@ from streams.progress import NO_PROGRESS, Progress
 from streams.reconciler import Reconciler
 from streams.retention import ensure_topics
 from streams.roll import BrokerWatch, GatedSink
-from streams.switch_interval import set_switch_interval
 
 log = logging.getLogger(__name__)
 CATCH_UP_ATTEMPTS = 5  # 0.5 + 1 + 2 + 4 s of backoff before a catch-up gives up on a send
@@ -177,7 +176,6 @@ class Stack:
         """``steps`` hears of each start-up step (broker, model, worker or producer, http)."""
         settings = self.settings
         limit_arenas()  # before the stack's threads first allocate
-        set_switch_interval()
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.disk = disk_guard(settings, self.role)
         self.disk.check()  # before anything maps a file there

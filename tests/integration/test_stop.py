@@ -67,18 +67,3 @@ async def test_the_start_up_heap_is_frozen_while_up_and_handed_back_at_stop(
     finally:
         await stack.stop(drain_timeout_s=1.0)
     assert gc.get_freeze_count() == 0
-
-
-async def test_the_stack_sets_the_gil_switch_interval_at_start(tmp_path: Path) -> None:
-    import sys
-
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(0.005)  # Python's own
-    settings = load_settings(data_dir=tmp_path, broker_port=free_port(), port=0, **FAST_GROUP)
-    stack = Stack(settings, serve_http=False)
-    await stack.start()
-    try:
-        assert sys.getswitchinterval() == pytest.approx(0.0005)
-    finally:
-        await stack.stop(drain_timeout_s=1.0)
-        sys.setswitchinterval(before)
