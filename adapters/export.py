@@ -7,15 +7,21 @@ segments with their heat, persona, facts, profiles, the assistants' profiles) an
 twice changes nothing. The lexical vectors are not in the file: they are made again from the
 text, as the pipeline makes them.
 
-What is left out: a user whose DELETE is still open (nothing of them), and the DELETE's own
-records (tombstones), which belong to the deployment that deleted.
+What is left out: a user whose DELETE is still open (nothing of them), the DELETE's own
+records (tombstones), which belong to the deployment that deleted, and the users' data keys,
+which seal the topics of the deployment that made them: the importing deployment makes its own.
 """
 
 from __future__ import annotations
 
+import math
+import re
+import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
+from adapters.doc_codec import doc_data
+from adapters.keyring import KEY_DOC, Keyring
 from adapters.ports import (
     AGENT_TRAITS,
     COLLECTIONS,
@@ -31,12 +37,21 @@ from adapters.repository import (
     TOMBSTONE_DOC,
     MemoryRepository,
 )
+from memory import ids
+from memory.persona import FactKind
 from memory.text import lexical_vector
-from schemas.errors import InvalidEvent
-from schemas.tenants import reference, tenant_of
+from schemas.errors import InvalidEvent, StoreError
+from schemas.tenants import reference, tenant_of, user_of
+from schemas.turn import ID_PATTERN
 
 FORMAT = "memoryos-export/1"
 _DELETE_RECORDS = frozenset({TOMBSTONE_DOC, FORGOTTEN_DOC})
+
+
+def _not_exported(kind: object) -> bool:
+    """A DELETE's records, and data keys: a key goes with the deployment whose topics it
+    seals (an old export imported after a DELETE must not bring a destroyed key back)."""
+    return kind in _DELETE_RECORDS or str(kind).startswith(KEY_DOC)
 
 
 def header(tenant: str, embedder: str | None, dim: int) -> dict[str, Any]:
@@ -51,7 +66,7 @@ async def user_lines(repo: MemoryRepository, ref: str) -> list[dict[str, Any]]:
     lines = []
     for collection in COLLECTIONS:
         for point in await repo.store.scroll(collection, ref, with_vectors=True):
-            if collection == PERSONAS and point.payload.get("kind") in _DELETE_RECORDS:
+            if collection == PERSONAS and _not_exported(point.payload.get("kind")):
                 continue
             lines.append(_line(collection, point))
     return lines
@@ -86,40 +101,113 @@ async def import_lines(
     repo: MemoryRepository, tenant: str, dim: int, lines: Iterable[Mapping[str, Any]]
 ) -> dict[str, int]:
     """Upsert the points of ``lines`` (after the header), each checked to be of ``tenant``:
-    counts per collection. InvalidEvent names the first line that is not."""
+    counts per collection. InvalidEvent names the first line that is not.
+
+    A point's id must be the one its owner and key make (``memory.ids``), so no line can land
+    on another owner's point: not another tenant's, not an API key's, not the store's own
+    documents. Each imported user gets a data key of this deployment (none is imported)."""
     by_collection: dict[str, list[Point]] = {}
     for number, line in enumerate(lines, start=2):
         collection, point = _point(line, tenant, dim, number)
         by_collection.setdefault(collection, []).append(point)
     for collection, points in by_collection.items():
+        await _refuse_taken(repo, collection, points)
+    for collection, points in by_collection.items():
         await repo.store.upsert(collection, points)
+    owners = {
+        str(point.payload["user_id"]) for points in by_collection.values() for point in points
+    }
+    keyring = Keyring(repo)
+    for owner in sorted(owners - {ASSISTANTS}):
+        await keyring.seal(owner, await keyring.current(owner), b"")  # makes the user's key
     await repo.store.flush()
     return {collection: len(points) for collection, points in by_collection.items()}
 
 
+async def _refuse_taken(repo: MemoryRepository, collection: str, points: list[Point]) -> None:
+    """A point whose id another owner holds already is refused (a segment's id is not made
+    again here: this check is what keeps it to its owner)."""
+    owner_of = {point.id: point.payload["user_id"] for point in points}
+    for stored in await repo.store.retrieve(collection, list(owner_of)):
+        if stored.payload.get("user_id") != owner_of[stored.id]:
+            raise InvalidEvent(
+                f"point {stored.id} of {collection} belongs to another owner", field="body"
+            )
+
+
+def _refuse(number: int, why: str) -> NoReturn:
+    raise InvalidEvent(f"line {number}: {why}", field="body")
+
+
 def _point(line: Mapping[str, Any], tenant: str, dim: int, number: int) -> tuple[str, Point]:
-    collection, payload = line.get("collection"), line.get("payload")
+    collection, payload, point_id = line.get("collection"), line.get("payload"), line.get("id")
     if collection not in COLLECTIONS or not isinstance(payload, dict):
-        raise InvalidEvent(f"line {number}: not a point of the export format", field="body")
-    owner = str(payload.get("user_id", ""))
-    kind = str(payload.get("kind", ""))
-    if owner == ASSISTANTS:
-        mine = kind.startswith("profile:") and tenant_of(kind.removeprefix("profile:")) == tenant
-    else:
-        mine = tenant_of(owner) == tenant and "/" not in owner.removeprefix(f"{tenant}/")
-    if not mine:
-        raise InvalidEvent(f"line {number}: a point of another tenant than {tenant}", field="body")
+        _refuse(number, "not a point of the export format")
+    if not isinstance(point_id, str) or not _is_uuid(point_id):
+        _refuse(number, "the point's id is not a UUID")
+    if _expected_id(collection, payload, tenant, number) not in (None, point_id):
+        _refuse(number, "the point's id is not the one its owner and key make")
     vector = line.get("vector")
     if collection == PERSONAS:
         vector = [1.0] * PERSONA_DIM
-    elif not isinstance(vector, list) or len(vector) != dim:
-        raise InvalidEvent(f"line {number}: a vector of {dim} numbers is expected", field="body")
+    elif not (
+        isinstance(vector, list)
+        and len(vector) == dim
+        and all(isinstance(x, int | float) and math.isfinite(x) for x in vector)
+    ):
+        _refuse(number, f"a vector of {dim} finite numbers is expected")
     sparse = None
     if collection == PAGES:
         sparse = lexical_vector(f"{payload.get('query', '')} {payload.get('response', '')}")
     elif collection in (USER_KNOWLEDGE, AGENT_TRAITS):
         sparse = lexical_vector(str(payload.get("text", "")))
-    return collection, Point(str(line.get("id")), vector, payload, sparse)
+    return collection, Point(point_id, [float(x) for x in vector], payload, sparse)
+
+
+def _expected_id(collection: str, payload: Mapping[str, Any], tenant: str, number: int) -> Any:
+    """The id the point must have (None where only ownership is checked: segments)."""
+    owner, kind = payload.get("user_id"), payload.get("kind")
+    if owner == ASSISTANTS:
+        assistant = str(kind).removeprefix("profile:")
+        if (
+            collection != PERSONAS
+            or not str(kind).startswith("profile:")
+            or not _of(assistant, tenant)
+        ):
+            _refuse(number, f"an assistant's point of another tenant than {tenant}")
+        return ids.point_id(ASSISTANTS, "doc", str(kind))
+    if not isinstance(owner, str) or not _of(owner, tenant):
+        _refuse(number, f"a point of another tenant than {tenant}")
+    if collection == PERSONAS:
+        if not isinstance(kind, str) or kind in _DELETE_RECORDS or kind.startswith(KEY_DOC):
+            _refuse(number, "a document that is not imported (a DELETE's record or a data key)")
+        try:
+            doc_data(payload)
+        except StoreError:
+            _refuse(number, "the document's data is not JSON")
+        return ids.point_id(owner, "doc", kind)
+    if collection == PAGES:
+        return ids.page_id(owner, str(payload.get("turn_id")))
+    if collection == USER_KNOWLEDGE:
+        return ids.fact_id(owner, FactKind.USER, str(payload.get("text")))
+    if collection == AGENT_TRAITS:
+        scope = payload.get("assistant_id")
+        text = str(payload.get("text"))
+        return ids.fact_id(owner, FactKind.AGENT, text, str(scope) if scope else None)
+    return None  # segments: their id names the page that opened them, which may be gone
+
+
+def _of(ref: str, tenant: str) -> bool:
+    """Whether ``ref`` is the reference of a user (or assistant) id of ``tenant``."""
+    return tenant_of(ref) == tenant and re.fullmatch(ID_PATTERN, user_of(ref)) is not None
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def tenant_refs(refs: Iterable[str], tenant: str, user: str | None) -> list[str]:

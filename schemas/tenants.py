@@ -22,6 +22,7 @@ SEPARATOR = "/"
 
 Scope = Literal["read", "write", "forget", "admin"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
+MIN_RATE, MAX_RATE = 0.001, 100_000.0
 _LIMIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(\d+))?\s*$")
 
 
@@ -62,7 +63,9 @@ class Limit:
     burst: int  # requests at once after a pause
 
     def text(self) -> str:
-        return f"{self.rate:g}/{self.burst}"
+        """The written form ``parse_limit`` reads back (no exponent)."""
+        rate = f"{self.rate:.3f}".rstrip("0").rstrip(".")
+        return f"{rate}/{self.burst}"
 
 
 def parse_limit(text: str | None) -> Limit | None:
@@ -78,7 +81,9 @@ def parse_limit(text: str | None) -> Limit | None:
     rate = float(match.group(1))
     if rate == 0:
         return None
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise ValueError(f"a rate limit is {MIN_RATE:g} to {MAX_RATE:,.0f} requests a second")
     burst = int(match.group(2)) if match.group(2) else max(1, math.ceil(rate))
-    if burst < 1:
-        raise ValueError("a rate limit's burst is at least 1")
+    if not 1 <= burst <= MAX_RATE:
+        raise ValueError(f"a rate limit's burst is 1 to {MAX_RATE:,.0f}")
     return Limit(rate, burst)

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import hmac
 import re
+import time
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from adapters.api_keys import PREFIX, ApiKeys
+from adapters.api_keys import PREFIX, ApiKeys, KeyRecord
 from schemas.errors import Forbidden, InvalidEvent
 from schemas.tenants import DEFAULT_TENANT, SCOPES, Limit, Scope, parse_limit, reference
 from schemas.turn import ID_PATTERN
+
+OPEN_RECHECK_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -70,19 +73,22 @@ class Gatekeeper:
         self.keys = keys
         self.limit = limit  # MEMORYOS_RATE_LIMIT: of every key that names none
         self.tenant_keys = False  # a tenant key exists: then every request needs a key
-        self._started = False
+        self._checked_at: float | None = None
 
     async def start(self) -> None:
         """Learn whether tenant keys exist (the store is open by the first request)."""
         self.tenant_keys = self.keys is not None and await self.keys.any_live()
-        self._started = True
+        self._checked_at = time.monotonic()
 
     @property
     def open(self) -> bool:
         return not self.operator_keys and not self.tenant_keys
 
     async def principal(self, authorization: str) -> Principal | None:
-        if not self._started:
+        # While open, look again every few seconds: a key made by another process (the CLI
+        # on a shared Qdrant server, another replica) closes this one too.
+        stale = self._checked_at is None or time.monotonic() - self._checked_at > OPEN_RECHECK_S
+        if not self.tenant_keys and stale:
             await self.start()
         if self.open:
             return OPERATOR  # nobody to tell apart: no limit
@@ -99,8 +105,18 @@ class Gatekeeper:
         record = await self.keys.check(supplied)
         if record is None:
             return None
-        own = parse_limit(record.rate_limit) if record.rate_limit else None
-        return Principal(record.tenant, frozenset(record.scopes), record.key_id, own or self.limit)
+        return Principal(
+            record.tenant, frozenset(record.scopes), record.key_id, self._limit_of(record)
+        )
+
+    def _limit_of(self, record: KeyRecord) -> Limit | None:
+        """The key's own rate, else MEMORYOS_RATE_LIMIT (a stored rate that no longer reads,
+        written by an older version, falls back to it too)."""
+        try:
+            own = parse_limit(record.rate_limit) if record.rate_limit else None
+        except ValueError:
+            own = None
+        return own or self.limit
 
 
 def needs(scope: Scope) -> Any:

@@ -11,10 +11,31 @@ from typing import Any
 from fastapi import FastAPI, Path, Request
 
 from adapters.api_keys import ApiKeys
+from schemas.errors import Forbidden, InvalidEvent
+from schemas.tenants import Limit, parse_limit
 from service.auth import Admin, Gatekeeper, Principal
 from service.models import KeyCreated, KeyIn, KeyList, KeyOut, WhoAmI, error_responses
 
 ERRORS = error_responses(401, 403, 404, 422, 503)
+
+
+MAX_LIVE_KEYS = 100  # per tenant: each key has a bucket of its own
+
+
+def _within_the_operators_rate(asked: str | None, operators: Limit | None) -> None:
+    """A tenant's admin may give a key a lower rate than MEMORYOS_RATE_LIMIT, not a higher one
+    (nor none at all); the operator may give any."""
+    if operators is None or asked is None:
+        return
+    try:
+        wanted = parse_limit(asked)
+    except ValueError as exc:
+        raise InvalidEvent(str(exc), field="rate_limit") from None
+    if wanted is None or wanted.rate > operators.rate or wanted.burst > operators.burst:
+        raise Forbidden(
+            f"a tenant's key may have at most the deployment's rate ({operators.text()}); "
+            "the operator's key may set more"
+        )
 
 
 def add_key_routes(app: FastAPI, keys: ApiKeys, gate: Gatekeeper) -> None:
@@ -28,6 +49,14 @@ def add_key_routes(app: FastAPI, keys: ApiKeys, gate: Gatekeeper) -> None:
     async def create_key(body: KeyIn, who: Admin) -> dict[str, Any]:
         tenant = body.tenant or who.tenant
         who.manages(tenant)
+        if not who.operator:
+            _within_the_operators_rate(body.rate_limit, gate.limit)
+        live = [key for key in await keys.all(tenant) if key.revoked_at is None]
+        if len(live) >= MAX_LIVE_KEYS:
+            raise InvalidEvent(
+                f"tenant {tenant} has {MAX_LIVE_KEYS} live keys, the most it may: revoke one first",
+                field="tenant",
+            )
         record, key = await keys.create(tenant, tuple(body.scopes), body.name, body.rate_limit)
         gate.tenant_keys = True
         return record.public() | {"key": key}

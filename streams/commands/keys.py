@@ -41,6 +41,10 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     except (MemoryOSError, ValueError) as exc:
         print(f"memoryos keys: {exc}", file=sys.stderr)
         return 2
+    except httpx.HTTPError as exc:
+        print(f"memoryos keys: the data folder is in use, and no service answers at the URL "
+              f"(pass --url of the running stack): {exc!r}", file=sys.stderr)  # fmt: skip
+        return 2
     _print(args.action, result)
     return 0
 
@@ -77,8 +81,11 @@ def _through_service(args: argparse.Namespace, settings: Settings) -> Any:
         else:
             reply = client.delete(f"/v1/keys/{args.key_id}")
     if reply.status_code >= 400:
-        raise ValueError(f"the running service at {url} answered {reply.status_code}: "
-                         f"{reply.json().get('error', reply.text)}")  # fmt: skip
+        try:
+            reason = reply.json().get("error", reply.text)
+        except ValueError:
+            reason = reply.text[:300]
+        raise ValueError(f"the running service at {url} answered {reply.status_code}: {reason}")
     data = reply.json()
     return data["keys"] if args.action == "list" else data
 
