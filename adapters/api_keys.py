@@ -107,7 +107,7 @@ class ApiKeys:
             hmac.compare_digest(_digest(secret), _digest(""))  # the same work either way
             return None
         record = KeyRecord.from_doc(data)
-        if not hmac.compare_digest(_digest(secret), record.digest):
+        if not hmac.compare_digest(_digest(secret), record.digest) or record.key_id != key_id:
             return None
         return None if record.revoked_at is not None else record
 
