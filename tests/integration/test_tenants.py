@@ -18,8 +18,16 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.types import CallToolResult
 
+from adapters.settings import Settings
 from client import AsyncMemoryClient, Forbidden, Unauthorized
+from service.mcp import http_app
+from streams.broker import free_port
 from streams.cli import main
 from streams.stack import Stack
 from tests.support.stacks import eventually, running_stack
@@ -267,3 +275,47 @@ async def test_the_client_manages_keys_and_lists_users(
     async with AsyncMemoryClient(url, api_key=made.key) as dashboard:
         with pytest.raises(Unauthorized):
             await dashboard.whoami()
+
+
+async def test_mcp_over_http_acts_in_the_callers_tenant_within_its_scopes(
+    stack: Stack, tenants: dict[str, str]
+) -> None:
+    """The MCP server passes each caller's key on: acme's key reads acme's bob only, a read
+    key's add_turn is refused by the service, a revoked key is refused at the door."""
+    settings = Settings(api_keys=OPERATOR)
+    app = http_app(f"http://127.0.0.1:{stack.port}", settings)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        assert not task.done(), "uvicorn stopped before it started"
+        await asyncio.sleep(0.02)
+    reader = await new_key(stack, "acme", ["read"])
+    try:
+        memory = await _mcp(port, tenants["acme"], "get_memory", {"user_id": "bob"})
+        assert SAID["acme"] in json.dumps(memory.structured_content)
+        assert SAID["zeta"] not in json.dumps(memory.structured_content)
+        refused = await _mcp(
+            port, reader, "add_turn", {"user_id": "bob", "query": "q", "response": "r"}
+        )
+        assert refused.is_error
+        assert "403" in str(refused.content)
+        async with client(stack, OPERATOR) as http:
+            await http.delete(f"/v1/keys/{reader[4:20]}")
+        async with httpx.AsyncClient() as http:
+            door = await http.post(
+                f"http://127.0.0.1:{port}/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                headers={"Authorization": f"Bearer {reader}", "Accept": "application/json"},
+            )
+        assert door.status_code == 401
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def _mcp(port: int, key: str, tool: str, arguments: dict[str, Any]) -> CallToolResult:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    transport = streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)
+    async with http, Client(transport, read_timeout_seconds=60) as session:
+        return await session.call_tool(tool, arguments)
