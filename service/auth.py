@@ -90,12 +90,12 @@ class Gatekeeper:
         stale = self._checked_at is None or time.monotonic() - self._checked_at > OPEN_RECHECK_S
         if not self.tenant_keys and stale:
             await self.start()
-        if self.open:
-            return OPERATOR  # nobody to tell apart: no limit
         scheme, _, token = authorization.strip().partition(" ")
-        if scheme.lower() != "bearer":
+        supplied = token.strip() if scheme.lower() == "bearer" else ""
+        if self.open and not supplied.startswith(PREFIX):
+            return OPERATOR  # nobody to tell apart: no limit (a tenant key still acts as one)
+        if not supplied:
             return None
-        supplied = token.strip()
         raw = supplied.encode("latin-1", "replace")  # how the header arrived on the wire
         # every operator key is compared, in constant time, whatever matched before
         if any([hmac.compare_digest(raw, key) for key in self.operator_keys]):
