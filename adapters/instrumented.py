@@ -24,6 +24,7 @@ from adapters.ports import (
     Topic,
     VectorStore,
 )
+from adapters.token_budget import TokenBudget
 from memory.chain import ContinuityVerdict
 from schemas.records import Page, Trait
 
@@ -201,11 +202,14 @@ class InstrumentedStore:
         await self.inner.close()
 
 
-def token_recorder(metrics: Metrics) -> TokenCallback:
-    """A callback for the OpenAI backend: tokens spent per task (offline spends none)."""
+def token_recorder(metrics: Metrics, budget: TokenBudget | None = None) -> TokenCallback:
+    """A callback for the OpenAI backend: tokens spent per task, and charged to the tenant the
+    call was for (offline spends none)."""
 
     def record(task: str, prompt_tokens: int, completion_tokens: int) -> None:
         metrics.llm_tokens.labels(task=task, kind="prompt").inc(prompt_tokens)
         metrics.llm_tokens.labels(task=task, kind="completion").inc(completion_tokens)
+        if budget is not None:
+            budget.charge(prompt_tokens + completion_tokens)
 
     return record

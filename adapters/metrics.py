@@ -148,6 +148,20 @@ class Metrics:
         )
         for how in ("stored", "passed"):
             self.journal_settled.labels(how=how)
+        self.tenant_tokens = Counter(
+            "memoryos_tenant_llm_tokens",
+            "LLM tokens spent on behalf of each tenant (the first 100 tenants by name, the rest "
+            "as other)",
+            ["tenant"],
+            registry=r,
+        )
+        self.llm_deferred = Counter(
+            "memoryos_llm_deferred",
+            "Pipeline LLM calls that waited for the next day: their tenant had spent its "
+            "MEMORYOS_TOKENS_PER_DAY",
+            ["tenant"],
+            registry=r,
+        )
         self.rate_limited = Counter(
             "memoryos_rate_limited",
             "Requests refused (429) because their key was over its rate; tenant: the key's "

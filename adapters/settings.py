@@ -98,6 +98,13 @@ class Settings(BaseSettings):
     llm_backoff_base_s: float = Field(0.5, ge=0.0, description="first backoff, seconds")
     llm_backoff_max_s: float = Field(30.0, ge=0.0, description="longest backoff, seconds")
     llm_max_in_flight: int = Field(16, ge=1, le=4096, description="LLM calls in flight")
+    tokens_per_day: int = Field(
+        0,
+        ge=0,
+        description="LLM tokens each tenant may spend per UTC day (its respond calls and the "
+        "pipeline's work for its users); over it respond answers 429 and the pipeline's LLM "
+        "work for that tenant waits for the next day. 0: no budget",
+    )
     # Keys are SecretStr: repr, logs and error messages show ********** instead.
     openai_api_key: SecretStr | None = Field(
         None,
@@ -541,6 +548,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "llm_timeout_s",
             "llm_max_retries",
             "llm_max_in_flight",
+            "tokens_per_day",
             "answer_style",
         ),
     ),

@@ -28,6 +28,10 @@ from adapters.ports import (
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
 from adapters.stores import build_store
+from adapters.token_budget import (
+    BudgetedLLM,
+    TokenBudget,
+)
 from schemas.errors import ConfigError, StoreError, UnstorablePayload
 
 log = logging.getLogger(__name__)
@@ -87,10 +91,11 @@ async def build_deps(
         await inner.close()  # a model the warm-up loaded, with its threads
         await store.close()  # its folder's lock goes with it
         raise
-    llm = build_llm(settings, embedder, on_tokens=token_recorder(metrics))
+    budget = TokenBudget(settings.tokens_per_day, metrics)
+    llm = build_llm(settings, embedder, on_tokens=token_recorder(metrics, budget))
     return Deps(
         settings=settings,
-        llm=InstrumentedLLM(llm, metrics),
+        llm=InstrumentedLLM(BudgetedLLM(llm, budget), metrics),
         embedder=embedder,
         store=store,
         repo=repo,

@@ -29,6 +29,7 @@ from faust.streams import _current_event
 from adapters import tracing
 from adapters.keyring import Keyring, Opened, is_sealed
 from adapters.metrics import Metrics
+from adapters.token_budget import acting_for
 from agents.policy import ErrorPolicy, Verdict
 from schemas.accept import Accepted
 from schemas.errors import InvalidEvent
@@ -315,7 +316,8 @@ class BatchRunner(Generic[Record]):
         handle: Callable[[Consumed[Record]], Awaitable[None]],
     ) -> None:
         # The span continues the record's trace; what ``handle`` sends carries it on.
-        with tracing.stage_span(self.stage, item.source, self.user_of(item.record)):
+        user = self.user_of(item.record)
+        with tracing.stage_span(self.stage, item.source, user), acting_for(user):
             await self._run_one(item, handle)
 
     async def run_together(
@@ -333,7 +335,8 @@ class BatchRunner(Generic[Record]):
         in_flight.inc(len(items))
         started = time.perf_counter()
         try:
-            with tracing.stage_span(self.stage, last.source, self.user_of(last.record), others):
+            user = self.user_of(last.record)
+            with tracing.stage_span(self.stage, last.source, user, others), acting_for(user):
                 bind_event(last.source)
                 await handle_all(items)
         except Exception as exc:

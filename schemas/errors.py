@@ -16,6 +16,7 @@
     │   └── Restarting           the embedded broker is being rolled: writes refused (HTTP 503
     │                            with Retry-After), nothing written; sending again is safe
     ├── Forbidden            the key lacks the scope or the tenant (HTTP 403)
+    ├── BudgetExhausted      the tenant spent its LLM tokens of the day (HTTP 429)
     └── NotFound             HTTP 404
 
 Callers catch ``MemoryOSError`` at the edges (CLI, HTTP, stages) and turn it into an exit
@@ -106,6 +107,16 @@ class Restarting(BrokerError):
 
 class Forbidden(MemoryOSError):
     """The request's key may not do this: a scope it lacks, or another tenant's keys."""
+
+
+class BudgetExhausted(MemoryOSError):
+    """The tenant has spent its LLM tokens of the day (HTTP 429 with ``retry_after_s``)."""
+
+    def __init__(self, tenant: str, retry_after_s: int) -> None:
+        super().__init__(
+            f"tenant {tenant} has spent its LLM tokens of the day; retry in {retry_after_s} s"
+        )
+        self.retry_after_s = retry_after_s
 
 
 class NotFound(MemoryOSError):

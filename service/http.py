@@ -35,6 +35,7 @@ from schemas.accept import Accepted, with_defaults
 from schemas.codec import describe
 from schemas.errors import (
     BrokerError,
+    BudgetExhausted,
     DiskFull,
     EmbedderError,
     Forbidden,
@@ -279,6 +280,12 @@ def create_http_app(
     @app.exception_handler(NotFound)
     async def not_found(_: Request, exc: NotFound) -> JSONResponse:
         return _error(404, str(exc))
+
+    @app.exception_handler(BudgetExhausted)
+    async def out_of_tokens(_: Request, exc: BudgetExhausted) -> JSONResponse:
+        response = _error(429, str(exc))
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
 
     @app.exception_handler(Forbidden)
     async def forbidden(_: Request, exc: Forbidden) -> JSONResponse:

@@ -23,6 +23,7 @@ from adapters.journal import Journal, NoJournal
 from adapters.ports import PromptMemory
 from adapters.repository import HEAT_DOC, PAIRING_DOC, tenant_assistant
 from adapters.settings import MtmRetrieval, Settings
+from adapters.token_budget import acting_for
 from memory.answers import says_it_does_not_know
 from memory.heat import heat
 from memory.mtm import MidTermState
@@ -327,7 +328,8 @@ class ResponseService:
         )
         texts = prompt_texts(memory.short_term, mid_term, knowledge, traits)
         prompted = PromptMemory(query, texts, style, memory.persona.profile, knowledge)
-        answer = await self.deps.llm.respond(system, user, prompted)
+        with acting_for(user_id):  # the tenant's budget pays for the answer
+            answer = await self.deps.llm.respond(system, user, prompted)
         usage = {
             "prompt_tokens": answer.prompt_tokens,
             "completion_tokens": answer.completion_tokens,
