@@ -15,6 +15,7 @@ from typing import Any
 from adapters.deps import Deps, Send
 from adapters.ports import Topic
 from adapters.repository import HEAT_DOC, LEAVING, MTM, StoredSegment
+from adapters.token_budget import acting_for
 from agents.forget import check_marker
 from agents.runtime import BatchRunner, Consumed, RecordStage, bind_event
 from memory import ids
@@ -76,10 +77,19 @@ class MidTermAgent(RecordStage):
         still owes are in the user's state: a crash before they are written leaves them
         owed, and the user's next run writes them.
         """
+        user_id = self.runner.user_of(items[0].record)
+        with acting_for(user_id):  # the shared calls are the user's tenant's, as each event's
+            await self._handle_run(user_id, items, done)
+
+    async def _handle_run(
+        self,
+        user_id: str,
+        items: Sequence[Consumed[MidTermInput]],
+        done: Callable[[Consumed[Any]], None],
+    ) -> None:
         pages = [
             item.record.root.page for item in items if isinstance(item.record.root, EvictedPage)
         ]
-        user_id = self.runner.user_of(items[0].record)
         defer = len(pages) > 1 and self.deps.settings.segment_vector == "centroid"
         if len(pages) > 1:
             await self._ask_topics_ahead(pages)

@@ -12,7 +12,7 @@ import pytest
 from adapters.instrumented import token_recorder
 from adapters.metrics import Metrics
 from adapters.settings import Settings
-from adapters.token_budget import DAY_S, BudgetedLLM, TokenBudget, acting_for
+from adapters.token_budget import DAY_S, BudgetedLLM, TokenBudget, acting_for, current_tenant
 from schemas.codec import dumps
 from schemas.errors import BudgetExhausted
 from schemas.topics import PAGES, TURNS, user_key
@@ -108,3 +108,33 @@ def test_the_backends_token_reports_charge_the_tenant_the_call_was_for() -> None
     record("topics", 5, 5)
     assert (budget.spent("acme"), budget.spent("default")) == (42, 10)
     assert metrics.tenant_tokens.labels(tenant="acme")._value.get() == 42
+
+
+class Recording:
+    """The fake LLM, noting the tenant each call is made for."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[tuple[str, str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append((name, current_tenant()))
+            return await method(*args, **kwargs)
+
+        return call
+
+
+async def test_every_pipeline_llm_call_is_made_for_the_users_tenant() -> None:
+    deps = await make_deps(stm_capacity=2, heat_tau=0.5)
+    recording = Recording(deps.llm)
+    deps.llm = recording  # type: ignore[assignment]
+    pipeline = Pipeline(deps)
+    for turn in make_turns("acme/bob", [(f"note {i} on bees and hives", "ok") for i in range(9)]):
+        await pipeline.send(TURNS, user_key("acme/bob"), dumps(turn))
+    await pipeline.drain()
+    names = {name for name, _ in recording.calls}
+    assert {"topics_many", "segment_summary"} & names, "the batched MTM calls ran"
+    assert {tenant for _, tenant in recording.calls} == {"acme"}, recording.calls
