@@ -20,6 +20,8 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, NoReturn
 
+from pydantic import ValidationError
+
 from adapters.doc_codec import doc_data
 from adapters.keyring import KEY_DOC, Keyring
 from adapters.ports import (
@@ -28,19 +30,28 @@ from adapters.ports import (
     PAGES,
     PERSONA_DIM,
     PERSONAS,
+    SEGMENTS,
     USER_KNOWLEDGE,
     Point,
 )
 from adapters.repository import (
     ASSISTANTS,
     FORGOTTEN_DOC,
+    HEAT_DOC,
+    PAIRING_DOC,
+    PERSONA_DOC,
+    TIERS,
     TOMBSTONE_DOC,
     MemoryRepository,
 )
 from memory import ids
+from memory.mtm import MidTermState
+from memory.pairing import PairingState
 from memory.persona import FactKind
 from memory.text import lexical_vector
+from schemas.codec import describe
 from schemas.errors import InvalidEvent, StoreError
+from schemas.records import Page, Persona, Segment
 from schemas.tenants import reference, tenant_of, user_of
 from schemas.turn import ID_PATTERN
 
@@ -112,6 +123,7 @@ async def import_lines(
         by_collection.setdefault(collection, []).append(point)
     for collection, points in by_collection.items():
         await _refuse_taken(repo, collection, points)
+    await _refuse_foreign_references(repo, by_collection)
     for collection, points in by_collection.items():
         await repo.store.upsert(collection, points)
     owners = {
@@ -132,6 +144,36 @@ async def _refuse_taken(repo: MemoryRepository, collection: str, points: list[Po
         if stored.payload.get("user_id") != owner_of[stored.id]:
             raise InvalidEvent(
                 f"point {stored.id} of {collection} belongs to another owner", field="body"
+            )
+
+
+async def _refuse_foreign_references(
+    repo: MemoryRepository, by_collection: Mapping[str, list[Point]]
+) -> None:
+    """Every segment and page a heat document names must be its owner's, in this import or
+    already stored: the MTM stage deletes and rewrites what its state names, by id."""
+    owner_of: dict[tuple[str, str], str] = {
+        (collection, point.id): str(point.payload["user_id"])
+        for collection, points in by_collection.items()
+        for point in points
+    }
+    wanted: dict[tuple[str, str], str] = {}
+    for point in by_collection.get(PERSONAS, []):
+        if point.payload.get("kind") == HEAT_DOC:
+            segments, pages = heat_references(doc_data(point.payload))
+            owner = str(point.payload["user_id"])
+            wanted.update({(SEGMENTS, sid): owner for sid in segments})
+            wanted.update({(PAGES, pid): owner for pid in pages})
+    missing = {key: owner for key, owner in wanted.items() if key not in owner_of}
+    for collection in (SEGMENTS, PAGES):
+        asked = [point_id for (where, point_id) in missing if where == collection]
+        for stored in await repo.store.retrieve(collection, asked) if asked else []:
+            owner_of[(collection, stored.id)] = str(stored.payload.get("user_id"))
+    for key, owner in wanted.items():
+        if owner_of.get(key) != owner:
+            raise InvalidEvent(
+                f"a heat document of {owner} names {key[0]} {key[1]}, which is not theirs",
+                field="body",
             )
 
 
@@ -182,12 +224,27 @@ def _expected_id(collection: str, payload: Mapping[str, Any], tenant: str, numbe
         if not isinstance(kind, str) or kind in _DELETE_RECORDS or kind.startswith(KEY_DOC):
             _refuse(number, "a document that is not imported (a DELETE's record or a data key)")
         try:
-            doc_data(payload)
-        except StoreError:
-            _refuse(number, "the document's data is not JSON")
+            _check_doc(kind, doc_data(payload))
+        except (StoreError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            _refuse(number, f"the {kind} document is not one this version reads: {exc}")
         return ids.point_id(owner, "doc", kind)
     if collection == PAGES:
-        return ids.page_id(owner, str(payload.get("turn_id")))
+        try:
+            page = Page.model_validate({k: v for k, v in payload.items() if k not in _PLACE})
+        except ValidationError as exc:
+            _refuse(number, f"not a page: {describe(exc)[1]}")
+        if payload.get("tier") not in TIERS or page.user_id != owner:
+            _refuse(number, "a page must name its owner and one of the tiers " + ", ".join(TIERS))
+        expected = ids.page_id(owner, page.turn_id)
+        if page.page_id != expected:
+            _refuse(number, "a page's page_id must be the one its owner and turn make")
+        return expected
+    if collection == SEGMENTS:
+        try:
+            segment = Segment.model_validate({k: v for k, v in payload.items() if k != "size"})
+        except ValidationError as exc:
+            _refuse(number, f"not a segment: {describe(exc)[1]}")
+        return segment.segment_id
     if collection == USER_KNOWLEDGE:
         return ids.fact_id(owner, FactKind.USER, str(payload.get("text")))
     if collection == AGENT_TRAITS:
@@ -195,6 +252,28 @@ def _expected_id(collection: str, payload: Mapping[str, Any], tenant: str, numbe
         text = str(payload.get("text"))
         return ids.fact_id(owner, FactKind.AGENT, text, str(scope) if scope else None)
     return None  # segments: their id names the page that opened them, which may be gone
+
+
+_PLACE = ("tier", "segment_id")
+
+
+def _check_doc(kind: str, data: dict[str, Any]) -> None:
+    """The documents the stages read back, read as they read them (ValueError if not)."""
+    if kind == HEAT_DOC:
+        MidTermState.from_dict(data)
+    elif kind == PERSONA_DOC:
+        Persona.model_validate(data)
+    elif kind == PAIRING_DOC:
+        PairingState.from_dict(data)
+
+
+def heat_references(data: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """(segment ids, page ids) a heat document names: the MTM stage deletes and rewrites them."""
+    state = MidTermState.from_dict(data)
+    pages: set[str] = set()
+    for stats in state.segments.values():
+        pages.update(stats.page_ids, stats.transferred, stats.unsummarized)
+    return set(state.segments), pages
 
 
 def _of(ref: str, tenant: str) -> bool:

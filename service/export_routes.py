@@ -13,7 +13,8 @@ from fastapi.responses import StreamingResponse
 from adapters.export import FORMAT, header, import_lines, tenant_lines, tenant_refs
 from adapters.keyring import KEY_DOC
 from adapters.repository import MemoryRepository
-from schemas.errors import InvalidEvent
+from schemas.errors import Forbidden, InvalidEvent
+from schemas.tenants import valid_tenant
 from schemas.turn import ID_PATTERN
 from service.auth import Admin
 from service.models import Imported, error_responses
@@ -51,7 +52,7 @@ def add_export_routes(app: FastAPI, repo: MemoryRepository, dim: int) -> None:
     )
     async def import_(request: Request, who: Admin) -> dict[str, Any]:
         """Points of an export (its header line first), upserted as they are: importing twice
-        changes nothing. Every point must be of the header's tenant, which the key manages."""
+        changes nothing. The operator's key only; every point must be of the header's tenant."""
         raw = [line for line in (await request.body()).splitlines() if line.strip()]
         try:
             parsed = [orjson.loads(line) for line in raw]
@@ -61,7 +62,10 @@ def add_export_routes(app: FastAPI, repo: MemoryRepository, dim: int) -> None:
             raise InvalidEvent(f"the first line must be the {FORMAT} header", field="body")
         head = parsed[0]
         tenant = str(head.get("tenant", ""))
-        who.manages(tenant)
+        if not who.operator:  # it writes store points as they are: the deployment's to do
+            raise Forbidden("only the operator's key (MEMORYOS_API_KEYS) imports")
+        if not valid_tenant(tenant):
+            raise InvalidEvent("the header names no valid tenant", field="body")
         stored = await repo.stored_embedder()
         if head.get("dim") != dim or (stored and head.get("embedder") not in (None, stored)):
             raise InvalidEvent(

@@ -45,7 +45,8 @@ class World:
         ) as client:
             return await client.request(method, path, **kwargs)
 
-    async def load(self, key: str, content: bytes) -> httpx.Response:
+    async def load(self, content: bytes, key: str = "op") -> httpx.Response:
+        """An import, by the operator's key unless another is given."""
         return await self.call(key, "POST", "/v1/import", content=content)
 
 
@@ -76,18 +77,20 @@ def doc(owner: str, kind: str, point_id: str, data: Any) -> dict[str, Any]:
     return {"collection": "personas", "id": point_id, "vector": [], "payload": payload}
 
 
+async def test_only_the_operator_imports(world: World) -> None:
+    own = doc("acme/x", "profile", ids.point_id("acme/x", "doc", "profile"), {"plan": "gold"})
+    refused = await world.load(body("acme", own), key=world.admin["acme"])
+    assert refused.status_code == 403
+    assert "operator" in refused.json()["error"]
+    assert (await world.load(body("acme", own))).status_code == 200
+
+
 async def test_an_import_cannot_forge_an_api_key_record(world: World) -> None:
     record = {"key_id": "aaaaaaaaaaaaaaaa", "tenant": "zeta", "scopes": ["admin"], "digest": "0"}
     forged = ids.point_id("~keys", "doc", "api_key:aaaaaaaaaaaaaaaa")
-    acme = world.admin["acme"]
-    for owner in ("acme/x", "~keys"):
-        reply = await world.load(acme, body("acme", doc(owner, "api_key:x", forged, record)))
+    for tenant, owner in (("acme", "acme/x"), ("acme", "~keys"), ("default", "~keys")):
+        reply = await world.load(body(tenant, doc(owner, "api_key:x", forged, record)))
         assert reply.status_code == 422, reply.text
-    reply = await world.load(acme, body("default", doc("~keys", "api_key:x", forged, record)))
-    assert reply.status_code == 403, "a tenant's admin imports only its own tenant"
-    _, default_admin = await world.keys.create("default", ("admin",))
-    reply = await world.load(default_admin, body("default", doc("~keys", "x", forged, record)))
-    assert reply.status_code == 422, "the key store's owner is no user of the default tenant"
     with pytest.raises(NotFound):
         await world.keys.get("aaaaaaaaaaaaaaaa")
 
@@ -105,7 +108,7 @@ async def test_an_import_cannot_overwrite_another_tenants_points_or_the_stores_o
     embedder = doc(SYSTEM, "embedder", ids.point_id(SYSTEM, "doc", "embedder"), {"name": "evil"})
     profile = doc("acme/x", "profile", ids.point_id("zeta/bob", "doc", "profile"), {"n": "PWNED"})
     for line in (page, embedder, profile):
-        reply = await world.load(world.admin["acme"], body("acme", line))
+        reply = await world.load(body("acme", line))
         assert reply.status_code == 422, reply.text
     memory = (await world.call(world.admin["zeta"], "GET", "/v1/users/bob/memory")).text
     assert "zeta secret 4417" in memory
@@ -124,22 +127,16 @@ async def test_an_import_cannot_overwrite_another_tenants_points_or_the_stores_o
 async def test_lines_that_would_break_the_store_are_refused(
     world: World, change: dict[str, Any], why: str
 ) -> None:
-    own = ids.page_id("acme/x", "t9")
-    page = {
-        "collection": "pages",
-        "id": own,
-        "vector": [0.1] * BagEmbedder.dim,
-        "payload": {"user_id": "acme/x", "page_id": own, "turn_id": "t9", "query": "q"},
-    }
-    reply = await world.load(world.admin["acme"], body("acme", page | change))
+    page = page_line("acme/x", "t9")
+    reply = await world.load(body("acme", page | change))
     assert reply.status_code == 422
     assert why in reply.json()["error"]
     broken = doc("acme/x", "profile", ids.point_id("acme/x", "doc", "profile"), {})
     broken["payload"]["data"] = "{not json"
-    reply = await world.load(world.admin["acme"], body("acme", broken))
+    reply = await world.load(body("acme", broken))
     assert reply.status_code == 422
     data_key = doc("acme/x", "data_key:0", ids.point_id("acme/x", "doc", "data_key:0"), {})
-    assert (await world.load(world.admin["acme"], body("acme", data_key))).status_code == 422
+    assert (await world.load(body("acme", data_key))).status_code == 422
 
 
 async def test_a_tenants_admin_cannot_raise_its_keys_rate_nor_make_keys_without_end(
@@ -171,3 +168,48 @@ def test_a_limit_reads_back_what_it_writes(text: str) -> None:
 def test_limits_out_of_range_are_refused_with_the_range(text: str) -> None:
     with pytest.raises(ValueError, match="rate limit"):
         parse_limit(text)
+
+
+def page_line(owner: str, turn: str, **changes: Any) -> dict[str, Any]:
+    page_id = ids.page_id(owner, turn)
+    payload = {
+        "page_id": page_id,
+        "user_id": owner,
+        "turn_id": turn,
+        "query": "q",
+        "response": "r",
+        "timestamp": "2024-03-01T09:00:00Z",
+        "chain": {"chain_id": "c"},
+        "tier": "stm",
+        "segment_id": None,
+    } | changes
+    return {"collection": "pages", "id": page_id, "vector": [0.1] * BagEmbedder.dim,
+            "payload": payload}  # fmt: skip
+
+
+async def test_an_imported_page_or_heat_document_cannot_name_another_owners_points(
+    world: World,
+) -> None:
+    zeta_page = ids.page_id("zeta/bob", "t1")
+    taking = page_line("acme/x", "t1", page_id=zeta_page)  # the right point id, a foreign page
+    assert (await world.load(body("acme", taking))).status_code == 422
+    zeta_segment = ids.segment_id("zeta/bob", zeta_page)
+    stats = {"segment_id": zeta_segment, "last_access": 0.0, "created_at": 0.0,
+             "page_ids": [zeta_page]}  # fmt: skip
+    heat = doc("acme/y", "heat", ids.point_id("acme/y", "doc", "heat"),
+               {"segments": {zeta_segment: stats}})  # fmt: skip
+    refused = await world.load(body("acme", heat))
+    assert refused.status_code == 422
+    assert "not theirs" in refused.json()["error"]
+    memory = (await world.call(world.admin["zeta"], "GET", "/v1/users/bob/memory")).text
+    assert "zeta secret 4417" in memory
+
+
+async def test_a_page_the_stages_could_not_read_is_refused(world: World) -> None:
+    leaving = page_line("acme/x", "t1", tier="leaving")
+    del leaving["payload"]["chain"]
+    assert (await world.load(body("acme", leaving))).status_code == 422
+    bad_seq = page_line("acme/x", "t2", seq="many")
+    assert (await world.load(body("acme", bad_seq))).status_code == 422
+    assert (await world.load(body("acme", page_line("acme/x", "t3", tier="x")))).status_code == 422
+    assert (await world.load(body("acme", page_line("acme/x", "t4")))).status_code == 200
