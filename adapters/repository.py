@@ -7,9 +7,12 @@ The response service, stateless, reads only from here.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import ValidationError
 
 from adapters.doc_codec import DATA, doc_data, encode_doc
 from adapters.ports import (
@@ -31,6 +34,7 @@ from memory.text import lexical_vector, phrase_tokens, token_index
 from schemas.records import Page, Persona, Segment
 from schemas.tenants import reference, tenant_of
 
+log = logging.getLogger(__name__)
 STM = "stm"
 LEAVING = "leaving"  # evicted from STM, not yet placed in a segment: the reconciler re-drives it
 MTM = "mtm"
@@ -69,6 +73,11 @@ def _page_payload(page: Page, tier: str, segment_id: str | None) -> dict[str, An
     payload = page.model_dump(mode="json", exclude={"vector"})
     payload.update(tier=tier, segment_id=segment_id)
     return payload
+
+
+def _seq(payload: Mapping[str, Any]) -> int:
+    seq = payload.get("seq", 0)
+    return seq if isinstance(seq, int) else 0
 
 
 def _page_from(point_payload: Mapping[str, Any], vector: list[float] | None) -> Page:
@@ -498,5 +507,11 @@ class MemoryRepository:
     async def leaving_pages(self, limit: int = 10_000) -> list[Page]:
         """Pages evicted from STM and not yet placed in a segment, of every user."""
         points = await self.store.scroll(PAGES, None, {"tier": LEAVING}, with_vectors=True)
-        points.sort(key=lambda p: (str(p.payload.get("user_id")), int(p.payload.get("seq", 0))))
-        return [_page_from(p.payload, p.vector) for p in points[:limit]]
+        points.sort(key=lambda p: (str(p.payload.get("user_id")), _seq(p.payload)))
+        pages = []
+        for point in points[:limit]:
+            try:
+                pages.append(_page_from(point.payload, point.vector))
+            except ValidationError as exc:  # one unreadable point must not stop every pass
+                log.warning("a leaving page %s cannot be read, left out: %s", point.id, exc)
+        return pages
