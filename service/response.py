@@ -436,6 +436,9 @@ class ResponseService:
         }
         state = MidTermState.from_dict(heat_doc)
         params = self.deps.settings.heat_params
+        # The heat the MTM stage decides with: recency at the latest event time it has seen,
+        # not at the wall clock (for dated history the two differ by years).
+        at = state.clock or now
         by_segment: dict[str, list[dict[str, Any]]] = {}
         for segment_id, page in mtm_pages:
             by_segment.setdefault(segment_id, []).append(page.public())
@@ -454,7 +457,7 @@ class ResponseService:
                     "n_visit": n_visit,
                     "l_interaction": l_interaction,
                     "last_access": _iso(last_access),
-                    "heat": heat(n_visit, l_interaction, last_access, now, params),
+                    "heat": heat(n_visit, l_interaction, last_access, at, params),
                     "pages": by_segment.get(seg.segment_id, []),
                 }
             )
