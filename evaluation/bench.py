@@ -92,7 +92,7 @@ def main(args: argparse.Namespace, settings: Settings, progress: Progress = NO_P
 async def run_soak_bench(
     settings: Settings, out: Path, plan: SoakPlan, progress: Progress = NO_PROGRESS
 ) -> int:
-    """Memory, store and lag over a long steady ingest (issue 18); writes bench.json, soak.png."""
+    """Memory, store and lag over a long steady ingest; writes bench.json, soak.png."""
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     load_start = os.getloadavg()
     say(f"soak: {json.dumps(asdict(plan))}")
@@ -153,7 +153,7 @@ async def run_bench(
     result["durability"] = durability
     if runs:
         result["llm_cost"] = llm_cost(runs[-1])
-    # the defaults, then the paper's calls: one by one, every task apart (issue 20)
+    # the defaults, then the paper's calls: one by one, every task apart
     for name, single in zip(("single_user", "single_user_paper_calls"), singles, strict=False):
         result[name] = {
             "latency_ms": sizes.llm_latency_ms,

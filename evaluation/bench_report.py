@@ -21,7 +21,7 @@ GOAL_SPEEDUP = 20.0
 GOAL_RETRIEVE_P99_MS = 30.0
 GOAL_CONCURRENT_RPS, GOAL_CONCURRENT_P99_MS, GOAL_SCALING = 100.0, 200.0, 2.5  # at 16 callers
 GOAL_DURABLE_COST = 0.10  # the issue: durability may cost at most 10% of ingest throughput
-GOAL_CALLS_PER_TURN, GOAL_SINGLE_USER_TPS = 1.5, 6.0  # issue 20, at 200 ms per call
+GOAL_CALLS_PER_TURN, GOAL_SINGLE_USER_TPS = 1.5, 6.0  # at 200 ms per call
 GOAL_SIZE = (1000, 300)  # users x turns each: the size the retrieve goal is stated for
 
 

@@ -86,7 +86,7 @@ def folder_bytes(path: Path) -> int:
 
 def cache_entries_k(stack: Stack) -> dict[str, float]:
     """Entries (thousands) of the process's bounded caches: memory that grows toward a fixed
-    bound as a long run meets new users, pages and words, then stays (issue 18)."""
+    bound as a long run meets new users, pages and words, then stays."""
     service, deps = parts(stack)
     store = getattr(deps.store, "inner", deps.store)  # under the metrics wrapper
     fields = getattr(store, "cached_field_points", 0)  # Edge only

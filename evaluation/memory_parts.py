@@ -1,4 +1,4 @@
-"""Where a process's resident memory is, for the soak (issue 18): which part grows per turn.
+"""Where a process's resident memory is, for the soak: which part grows per turn.
 
 RSS alone cannot tell a leak from the store's growth. The parts sampled here:
 

@@ -6,7 +6,7 @@ Writes ``live`` points (384-d, a page's payload of about 0.8 KB, sparse lexical 
 each round writes ``churn`` new points, deletes the ``churn`` oldest and vacuums, so the live
 count stays the same while the points written grow. After each round it trims glibc's heap and
 prints one JSON line of the process's memory parts (``evaluation/memory_parts.py``). Memory
-that follows the points written, not the live ones, is what a long run would keep (issue 18).
+that follows the points written, not the live ones, is what a long run would keep.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Starts a private embedded stack, lets it settle, then rolls its broker ``rolls``
 traffic (``Stack.recycle_broker``, what the memory budget triggers). After each roll a full
 garbage collection and a glibc trim, then one JSON line of the process's memory parts
 (``evaluation/memory_parts.py``). A part that steps up with every roll is memory the old
-worker's clients left behind (issue 18); under load a roll's saw-tooth sits on top of this.
+worker's clients left behind; under load a roll's saw-tooth sits on top of this.
 """
 
 from __future__ import annotations
