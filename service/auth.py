@@ -86,9 +86,10 @@ class Gatekeeper:
 
     async def principal(self, authorization: str) -> Principal | None:
         # While open, look again every few seconds: a key made by another process (the CLI
-        # on a shared Qdrant server, another replica) closes this one too.
+        # on a shared Qdrant server, another replica) closes this one too. With operator keys
+        # it is never open, and a tenant key is checked whatever this flag says.
         stale = self._checked_at is None or time.monotonic() - self._checked_at > OPEN_RECHECK_S
-        if not self.tenant_keys and stale:
+        if not self.operator_keys and not self.tenant_keys and stale:
             await self.start()
         scheme, _, token = authorization.strip().partition(" ")
         supplied = token.strip() if scheme.lower() == "bearer" else ""

@@ -48,7 +48,7 @@ from schemas.errors import (
     StoreError,
 )
 from schemas.profile import DEFAULT_ASSISTANT, Profile
-from schemas.tenants import Limit, parse_limit, user_of
+from schemas.tenants import SEPARATOR, Limit, parse_limit, user_of
 from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
 from service.auth import Admin, Forgetter, Gatekeeper, Reader, Writer
 from service.export_routes import add_export_routes
@@ -169,7 +169,10 @@ class BodyLimit:
 
 
 def published(value: Any, ref: str) -> Any:
-    """A reply with the pipeline's reference of the user turned back into the caller's id."""
+    """A reply with the pipeline's reference of the user turned back into the caller's id (the
+    default tenant's reference is the id: its replies, on every read, are not walked)."""
+    if SEPARATOR not in ref:
+        return value
     if isinstance(value, dict):
         return {
             key: user_of(item) if key == "user_id" and item == ref else published(item, ref)

@@ -1,5 +1,5 @@
 """No cross-tenant read, whatever the interleaving: hypothesis drives two tenants' writes,
-deletes, profile writes and reads (memory, retrieve, history, respond) through the HTTP app with
+deletes, profile writes and reads (memory, retrieve, history, respond, export) through the HTTP app with
 tenant keys, over the in-memory pipeline, and every reply of one tenant is searched for the
 other tenant's words.
 
@@ -25,7 +25,7 @@ from tests.support.fakes import Pipeline, make_deps
 
 TENANTS = ("acme", "zeta")
 USERS = ("bob", "amy")
-READS = ("memory", "retrieve", "history", "respond")
+READS = ("memory", "retrieve", "history", "respond", "export")
 
 operation = st.one_of(
     st.tuples(st.just("write"), st.sampled_from(TENANTS), st.sampled_from(USERS)),
@@ -45,7 +45,7 @@ async def run(operations: list[tuple[str, str, str]]) -> None:
     pipeline = Pipeline(deps)
     service = ResponseService(deps, pipeline)
     keys = ApiKeys(deps.repo)
-    secret = {t: (await keys.create(t, ("read", "write", "forget")))[1] for t in TENANTS}
+    secret = {t: (await keys.create(t, ("read", "write", "forget", "admin")))[1] for t in TENANTS}
     app = create_http_app(service, Settings(), Metrics(), _ready, _ready, tenant_keys=keys)
     transport = httpx.ASGITransport(app=app)
     clients = {
@@ -75,6 +75,8 @@ async def run(operations: list[tuple[str, str, str]]) -> None:
                 reply = await http.get(f"/v1/users/{user}/memory")
             elif kind == "history":
                 reply = await http.get(f"/v1/users/{user}/history")
+            elif kind == "export":  # the tenant's whole memory
+                reply = await http.get("/v1/export")
             else:
                 body = {"query": "what do I like, which words did I say?"}
                 reply = await http.post(f"/v1/users/{user}/{kind}", json=body)
