@@ -1,7 +1,7 @@
 """No cross-tenant read, whatever the interleaving: hypothesis drives two tenants' writes,
-deletes, profile writes and reads (memory, retrieve, history, respond, export) through the HTTP app with
-tenant keys, over the in-memory pipeline, and every reply of one tenant is searched for the
-other tenant's words.
+deletes, profile writes and reads (memory, retrieve, history, respond, export) through the HTTP
+app with tenant keys, over the in-memory pipeline, and every reply of one tenant is searched for
+the other tenant's words.
 
 Both tenants use the same user ids, so a leak would be the same id resolving to the other
 tenant's user.
