@@ -24,7 +24,7 @@ from adapters.doc_codec import doc_data
 from adapters.ports import PERSONAS, Clock
 from adapters.repository import MemoryRepository
 from schemas.errors import StoreError
-from schemas.turn import MAX_USER_REF_CHARS, USER_REF_PATTERN
+from schemas.turn import DEFAULT_PREFIX, MAX_USER_REF_CHARS, USER_REF_PATTERN
 
 log = logging.getLogger(__name__)
 RING = 20  # dead letters kept per user and stage
@@ -73,7 +73,9 @@ def _user_of(key: bytes | None) -> str | None:
     if key is None:
         return None
     text = key.decode("utf-8", "replace")
-    return text if _USER_ID.fullmatch(text) and len(text) <= MAX_USER_REF_CHARS else None
+    if text.startswith(DEFAULT_PREFIX) or len(text) > MAX_USER_REF_CHARS:
+        return None
+    return text if _USER_ID.fullmatch(text) else None
 
 
 async def dead_letters(repo: MemoryRepository, user_id: str) -> list[dict[str, Any]]:

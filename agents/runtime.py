@@ -34,7 +34,7 @@ from agents.policy import ErrorPolicy, Verdict
 from schemas.accept import Accepted
 from schemas.errors import InvalidEvent
 from schemas.topics import user_key
-from schemas.turn import USER_REF_PATTERN
+from schemas.turn import DEFAULT_PREFIX, USER_REF_PATTERN
 
 log = logging.getLogger(__name__)
 Record = TypeVar("Record")
@@ -200,7 +200,11 @@ def _user_of_letter(source: Source) -> str | None:
     except orjson.JSONDecodeError:
         claimed = None
     for candidate in (claimed, (source.key or b"").decode("utf-8", "replace")):
-        if isinstance(candidate, str) and _USER_ID.fullmatch(candidate):
+        if (
+            isinstance(candidate, str)
+            and _USER_ID.fullmatch(candidate)
+            and not candidate.startswith(DEFAULT_PREFIX)
+        ):
             return candidate
     return None
 

@@ -19,8 +19,9 @@ from schemas.limits import json_problem, utc_in_range
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 # A user's reference in the pipeline: its id, after ``<tenant>/`` outside the default tenant
-# (schemas/tenants.py).
+# (schemas/tenants.py); never after "default/": that tenant's reference is the bare id.
 USER_REF_PATTERN = r"^(?:[a-z0-9][a-z0-9_-]{0,62}/)?[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+DEFAULT_PREFIX = "default/"
 MAX_USER_REF_CHARS = 192
 MAX_TEXT_CHARS = 16_000
 MAX_CHANNEL_CHARS = 64
@@ -51,7 +52,20 @@ def check_meta(value: dict[str, Any]) -> dict[str, Any]:
 
 
 Identifier = Annotated[StrictStr, Field(pattern=ID_PATTERN, max_length=128)]
-UserRef = Annotated[StrictStr, Field(pattern=USER_REF_PATTERN, max_length=MAX_USER_REF_CHARS)]
+
+
+def _one_reference(value: str) -> str:
+    """``default/bob`` would be a second name of the default tenant's ``bob``."""
+    if value.startswith(DEFAULT_PREFIX):
+        raise ValueError("the default tenant's users are named without a tenant prefix")
+    return value
+
+
+UserRef = Annotated[
+    StrictStr,
+    Field(pattern=USER_REF_PATTERN, max_length=MAX_USER_REF_CHARS),
+    AfterValidator(_one_reference),
+]
 Text = Annotated[StrictStr, Field(max_length=MAX_TEXT_CHARS), AfterValidator(_unicode)]
 Channel = Annotated[StrictStr, Field(max_length=MAX_CHANNEL_CHARS), AfterValidator(_unicode)]
 Meta = Annotated[dict[str, Any], AfterValidator(check_meta)]

@@ -1,7 +1,8 @@
 """``GET /v1/users``: the users a tenant holds, paged (scope ``admin``).
 
 A user is listed once the pipeline holds memory of them (their data key exists: the chain stage
-made it for their first turn) and until a DELETE; ids in order, ``cursor`` the last id of the
+made it for their first turn); a DELETE makes a key of a new generation, so a deleted user stays
+listed, with an empty memory (a known limit); ids in order, ``cursor`` the last id of the
 previous page.
 """
 

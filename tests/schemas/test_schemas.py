@@ -105,3 +105,19 @@ def test_published_message_schema_is_current() -> None:
     assert MESSAGE_SCHEMA_PATH.read_bytes() == message_schema_json(), (
         "schemas/message.schema.json is stale: run `python -m schemas.export`"
     )
+
+
+def test_a_user_reference_names_each_user_once() -> None:
+    """``default/bob`` would be a second name of the default tenant's ``bob`` (a raw record
+    could make a user that a DELETE of bob does not reach)."""
+    from datetime import UTC, datetime
+
+    import pydantic
+
+    from schemas.turn import TurnEvent
+
+    fields = {"turn_id": "t1", "query": "q", "response": "r", "timestamp": datetime.now(UTC)}
+    assert TurnEvent(user_id="acme/bob", **fields).user_id == "acme/bob"
+    assert TurnEvent(user_id="bob", **fields).user_id == "bob"
+    with pytest.raises(pydantic.ValidationError, match="without a tenant prefix"):
+        TurnEvent(user_id="default/bob", **fields)
