@@ -16,7 +16,13 @@ _PLACE = r"([A-Z][\w'.-]*(?:[ -](?:[A-Z][\w'.-]*|of|de|la|upon)){0,4})"
 _END = r"(?=\s+(?:at|in|for|since|on|and|with|now)\b|\s*[(.,;!]|$)"
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("name", re.compile(r"\b(?i:my name is|I'm called|I am called|call me) " + _NAME)),
-    ("location", re.compile(r"\bI (?:live|am living|'m living) in " + _PLACE)),
+    ("location", re.compile(r"\b(?:I|[Ww]e) (?:live|am living|'m living|are living) in " + _PLACE)),
+    (
+        "location",
+        re.compile(
+            r"\b(?:I|[Ww]e) (?:have |'ve )?(?:just |recently )?(?:moved|relocated) to " + _PLACE
+        ),
+    ),
     ("hometown", re.compile(r"\bI(?: am|'m| come) from " + _PLACE)),
     ("occupation", re.compile(r"\bI work as (?:an? )?([a-z][\w-]*(?: [a-z][\w-]*){0,3}?)" + _END)),
     ("age", re.compile(r"\bI(?: am|'m) (\d{1,3}) years old\b")),

@@ -1,0 +1,347 @@
+"""A user's facts: what extraction adds, what it supersedes, what the API's edits change.
+
+Pure functions over ``FactBook``. Each returns the new book and a ``Delta``: the facts whose
+retrieval points must be written and the ids whose points must go. Only current facts have
+points, so retrieval ranks current facts only. The rules:
+- a fact's id is deterministic (``ids.fact_id`` of its first text), so a replay finds it;
+- a newer fact stating the same attribute (``fact_keys``), or one the LLM says it updates,
+  supersedes an older current fact: kept for audit, never served; pinned facts never are;
+- a deleted fact, and the first text of an edited one, are never extracted again;
+- current facts form the paper's FIFO of ``capacity`` per kind (and per assistant for agent
+  traits), pinned facts exempt; superseded ones are kept up to ``capacity`` per kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from memory.fact_keys import attribute_of
+from memory.ids import fact_id
+from memory.persona import FactKind
+from memory.text import STOPWORDS, normalize_fact, tokenize
+from schemas.facts import (
+    API,
+    Fact,
+    FactBook,
+    FactChange,
+    FactEdit,
+    FactKindName,
+    FactSource,
+    Source,
+)
+from schemas.profile import DEFAULT_ASSISTANT
+
+KIND_NAMES: dict[FactKind, FactKindName] = {
+    FactKind.USER: "user_knowledge",
+    FactKind.AGENT: "agent_trait",
+}
+KINDS: dict[FactKindName, FactKind] = {name: kind for kind, name in KIND_NAMES.items()}
+MAX_SOURCES = 20  # page ids (and turn ids) a fact keeps, newest last
+MAX_CHANGES = 30  # history entries a fact keeps, newest last
+MAX_REMOVED = 1_000  # ids of deleted or edited-away facts held back from extraction
+MAX_EDITS = 500  # ids of applied API edits remembered against re-sends
+_EMPTY_ANSWERS = frozenset({"", "none"})
+
+
+@dataclass(frozen=True)
+class Found:
+    """A fact the LLM found in a dialogue, and the ids of known facts it says it updates."""
+
+    text: str
+    updates: tuple[str, ...] = ()
+
+
+@dataclass
+class Delta:
+    """Points are named by a fact's current text (``ids.fact_id``), so an import can check
+    them; the fact's own id is in the payload."""
+
+    stored: list[Fact] = field(default_factory=list)  # points to write (new, revived, new text)
+    unstored: list[Fact] = field(default_factory=list)  # points to delete, as they were written
+
+
+@dataclass(frozen=True)
+class PageText:
+    page_id: str
+    turn_id: str
+    text: str
+
+
+def current(book: FactBook, kind: FactKind, assistant_id: str | None = None) -> list[Fact]:
+    """Current facts of a kind, oldest first; agent traits of one assistant only."""
+    name = KIND_NAMES[kind]
+    scope = _scope(kind, assistant_id)
+    return [f for f in book.facts if f.kind == name and f.current and _scope_of(f) == scope]
+
+
+def extracted(
+    book: FactBook,
+    kind: FactKind,
+    found: Sequence[Found],
+    assistant_id: str | None,
+    pages: Sequence[PageText],
+    at: datetime,
+    capacity: int,
+) -> tuple[FactBook, Delta]:
+    """``found`` (oldest first) merged into the book as facts extracted from ``pages``."""
+    work = _Work(book)
+    job_pages = {page.page_id for page in pages}
+    for item in found:
+        text = item.text.strip()
+        if normalize_fact(text) in _EMPTY_ANSWERS:
+            continue
+        fid = fact_id(book.user_id, kind, text, _assistant_key(kind, assistant_id))
+        if fid in work.removed:
+            continue
+        source = provenance(text, pages)
+        fact = work.by_id.get(fid) or work.same_text(kind, assistant_id, text)
+        if fact is None:
+            fact = Fact(
+                fact_id=fid,
+                kind=KIND_NAMES[kind],
+                text=text,
+                created_at=at,
+                source=source,
+                assistant_id=assistant_id if kind is FactKind.AGENT else None,
+            )
+        elif not fact.current and job_pages <= _pages_of(fact) | _pages_of_successor(work, fact):
+            continue  # the pages it came from, read again: it stays superseded
+        else:
+            fact = fact.model_copy(
+                update={
+                    "source": _merged(fact.source, source),
+                    "superseded_by": None,
+                    "superseded_at": None,
+                }
+            )
+        work.put_newest(fact)
+        work.note(fact.fact_id, FactChange(change="extracted", at=at, source=source, text=text))
+        work.supersede_for(fact, item.updates, at, source)
+    work.trim(kind, assistant_id, capacity)
+    return work.done()
+
+
+def edited(book: FactBook, edit: FactEdit, at: datetime, capacity: int) -> tuple[FactBook, Delta]:
+    """An API edit applied; a re-sent one (same ``edit_id``) changes nothing."""
+    if edit.edit_id in book.edits:
+        return book, Delta()
+    work = _Work(book)
+    work.edits.append(edit.edit_id)
+    fact = work.by_id.get(edit.fact_id)
+    if edit.op == "add" and edit.text is not None and edit.fact_kind is not None:
+        kind = KINDS[edit.fact_kind]
+        fid = fact_id(book.user_id, kind, edit.text, _assistant_key(kind, edit.assistant_id))
+        fact = work.by_id.get(fid)
+        if fid in work.removed:
+            work.removed.remove(fid)  # added again on purpose: it may be extracted again too
+        fact = (
+            fact
+            or Fact(
+                fact_id=fid,
+                kind=edit.fact_kind,
+                text=edit.text,
+                created_at=at,
+                source=API,
+                assistant_id=edit.assistant_id if kind is FactKind.AGENT else None,
+            )
+        ).model_copy(
+            update={"superseded_by": None, "superseded_at": None, "pinned": bool(edit.pinned)}
+        )
+        work.put_newest(fact)
+        work.note(fid, FactChange(change="added", at=at, source=API, text=fact.text))
+        work.supersede_for(fact, (), at, API)
+        work.trim(kind, fact.assistant_id, capacity)
+    elif edit.op == "edit" and fact is not None:
+        if edit.text is not None and edit.text != fact.text:
+            fact = fact.model_copy(update={"text": edit.text})
+            work.note(fact.fact_id, FactChange(change="edited", at=at, source=API, text=edit.text))
+        if edit.pinned is not None and edit.pinned != fact.pinned:
+            fact = fact.model_copy(update={"pinned": edit.pinned})
+            change = "pinned" if edit.pinned else "unpinned"
+            work.note(fact.fact_id, FactChange(change=change, at=at, source=API))
+        work.replace(fact)
+    elif edit.op == "delete" and fact is not None:
+        work.drop(fact.fact_id)
+        work.removed.append(fact.fact_id)
+        work.note(fact.fact_id, FactChange(change="deleted", at=at, source=API))
+    return work.done()
+
+
+def provenance(text: str, pages: Sequence[PageText]) -> FactSource:
+    """The pages a fact most likely came from: those sharing most of its words; every page
+    of the dialogue when none shares enough to tell."""
+    words = _content(text)
+    if not words or not pages:
+        return _source(pages)
+    overlaps = [(len(words & _content(page.text)) / len(words), page) for page in pages]
+    best = max(share for share, _ in overlaps)
+    if best < 0.5:
+        return _source(pages)
+    return _source([page for share, page in overlaps if share == best])
+
+
+def history_of(book: FactBook, fid: str) -> list[FactChange] | None:
+    return book.history.get(fid)
+
+
+def bare_book(
+    user_id: str, texts: Iterable[tuple[FactKind, str | None, str]], at: datetime
+) -> FactBook:
+    """A book for facts stored before facts were records: no provenance is known."""
+    facts = [
+        Fact(
+            fact_id=fact_id(user_id, kind, text, _assistant_key(kind, assistant)),
+            kind=KIND_NAMES[kind],
+            text=text,
+            created_at=at,
+            source=FactSource(),
+            assistant_id=assistant if kind is FactKind.AGENT else None,
+        )
+        for kind, assistant, text in texts
+    ]
+    return FactBook(user_id=user_id, facts=list({f.fact_id: f for f in facts}.values()))
+
+
+# --- helpers ---
+
+
+def _scope(kind: FactKind, assistant_id: str | None) -> str | None:
+    return (assistant_id or DEFAULT_ASSISTANT) if kind is FactKind.AGENT else None
+
+
+def _scope_of(fact: Fact) -> str | None:
+    return _scope(KINDS[fact.kind], fact.assistant_id)
+
+
+def _assistant_key(kind: FactKind, assistant_id: str | None) -> str | None:
+    return assistant_id if kind is FactKind.AGENT else None
+
+
+def _content(text: str) -> set[str]:
+    return {word for word in tokenize(text) if word not in STOPWORDS}
+
+
+def _source(pages: Sequence[PageText]) -> FactSource:
+    return FactSource(
+        turn_ids=[page.turn_id for page in pages][-MAX_SOURCES:],
+        page_ids=[page.page_id for page in pages][-MAX_SOURCES:],
+    )
+
+
+def _merged(old: Source, new: FactSource) -> Source:
+    if not isinstance(old, FactSource):
+        return old  # added through the API: that stays its origin
+    turns = list(dict.fromkeys([*old.turn_ids, *new.turn_ids]))[-MAX_SOURCES:]
+    pages = list(dict.fromkeys([*old.page_ids, *new.page_ids]))[-MAX_SOURCES:]
+    return FactSource(turn_ids=turns, page_ids=pages)
+
+
+def _pages_of(fact: Fact | None) -> set[str]:
+    return set(fact.source.page_ids) if fact and isinstance(fact.source, FactSource) else set()
+
+
+def _pages_of_successor(work: _Work, fact: Fact) -> set[str]:
+    return _pages_of(work.by_id.get(fact.superseded_by or ""))
+
+
+class _Work:
+    """A book being changed: facts by id in order, and the current set it started with."""
+
+    def __init__(self, book: FactBook) -> None:
+        self.user_id = book.user_id
+        self.by_id: dict[str, Fact] = {fact.fact_id: fact for fact in book.facts}
+        self.history = {fid: list(changes) for fid, changes in book.history.items()}
+        self.removed = list(book.removed)
+        self.edits = list(book.edits)
+        self.before = {f.fact_id: f for f in book.facts if f.current}
+
+    def same_text(self, kind: FactKind, assistant_id: str | None, text: str) -> Fact | None:
+        """A current fact of the same scope whose text (as edited, say) says the same."""
+        wanted = normalize_fact(text)
+        scope, name = _scope(kind, assistant_id), KIND_NAMES[kind]
+        for fact in self.by_id.values():
+            same_scope = fact.kind == name and fact.current and _scope_of(fact) == scope
+            if same_scope and normalize_fact(fact.text) == wanted:
+                return fact
+        return None
+
+    def put_newest(self, fact: Fact) -> None:
+        self.by_id.pop(fact.fact_id, None)
+        self.by_id[fact.fact_id] = fact
+
+    def replace(self, fact: Fact) -> None:
+        self.by_id[fact.fact_id] = fact
+
+    def drop(self, fid: str) -> None:
+        self.by_id.pop(fid, None)
+
+    def note(self, fid: str, change: FactChange) -> None:
+        self.history[fid] = [*self.history.get(fid, []), change][-MAX_CHANGES:]
+
+    def supersede_for(
+        self, new: Fact, updates: Sequence[str], at: datetime, source: Source
+    ) -> None:
+        attribute = attribute_of(new.text)
+        scope = _scope_of(new)
+        for old in list(self.by_id.values()):
+            if old.fact_id == new.fact_id or not old.current or old.pinned:
+                continue
+            if old.kind != new.kind or _scope_of(old) != scope:
+                continue
+            same_attribute = attribute is not None and attribute_of(old.text) == attribute
+            if same_attribute or old.fact_id in updates:
+                self.replace(
+                    old.model_copy(update={"superseded_by": new.fact_id, "superseded_at": at})
+                )
+                self.note(
+                    old.fact_id,
+                    FactChange(
+                        change="superseded",
+                        at=at,
+                        source=source,
+                        superseded_by=new.fact_id,
+                    ),
+                )
+
+    def trim(self, kind: FactKind, assistant_id: str | None, capacity: int) -> None:
+        """The FIFO bound on current facts (pinned exempt), and on superseded ones kept."""
+        live = [f for f in self.by_id.values() if f.current and not f.pinned]
+        scoped = [
+            f
+            for f in live
+            if f.kind == KIND_NAMES[kind] and _scope_of(f) == _scope(kind, assistant_id)
+        ]
+        for fact in scoped[: max(0, len(scoped) - capacity)]:
+            self.drop(fact.fact_id)
+            self.history.pop(fact.fact_id, None)
+        old = sorted(
+            (f for f in self.by_id.values() if not f.current and f.kind == KIND_NAMES[kind]),
+            key=lambda f: f.superseded_at or f.created_at,
+        )
+        for fact in old[: max(0, len(old) - capacity)]:
+            self.drop(fact.fact_id)
+            self.history.pop(fact.fact_id, None)
+
+    def done(self) -> tuple[FactBook, Delta]:
+        facts = list(self.by_id.values())
+        after = {f.fact_id: f for f in facts if f.current}
+        delta = Delta()
+        for fid, fact in after.items():
+            earlier = self.before.get(fid)
+            if earlier is None or earlier.text != fact.text:
+                delta.stored.append(fact)
+            if earlier is not None and earlier.text != fact.text:
+                delta.unstored.append(earlier)
+        delta.unstored += [fact for fid, fact in self.before.items() if fid not in after]
+        removed = self.removed[-MAX_REMOVED:]
+        kept = set(self.by_id) | set(removed[-MAX_REMOVED // 5 :])  # deleted facts' history
+        book = FactBook(
+            user_id=self.user_id,
+            facts=facts,
+            history={fid: h for fid, h in self.history.items() if fid in kept},
+            removed=removed,
+            edits=self.edits[-MAX_EDITS:],
+        )
+        return book, delta
