@@ -80,9 +80,11 @@ class InstrumentedLLM:
         async with self._timed("agent_traits"):
             return await self.inner.agent_traits(dialogue)
 
-    async def persona(self, known: Mapping[str, Trait], dialogue: str) -> PersonaFacts:
+    async def persona(
+        self, known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
+    ) -> PersonaFacts:
         async with self._timed("persona"):
-            return await self.inner.persona(known, dialogue)
+            return await self.inner.persona(known, dialogue, facts)
 
     async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer:
         async with self._timed("respond"):

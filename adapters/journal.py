@@ -1,5 +1,6 @@
-"""The embedded stack's inbox: accepted turns on disk until their page is in the store, and
-accepted messages until the pairing stage holds them in the store (or made them a turn).
+"""The embedded stack's inbox: accepted turns on disk until their page is in the store,
+accepted messages until the pairing stage holds them in the store (or made them a turn), and
+accepted fact edits until the persona stage has applied them.
 
 The embedded broker keeps every record in memory only, so a turn acknowledged to a client
 must first be on disk in something we own. SQLite in WAL mode with ``synchronous=FULL``:
@@ -22,6 +23,7 @@ from adapters.settings import Settings
 from memory.ids import page_id
 from schemas.codec import dumps
 from schemas.errors import JournalError
+from schemas.facts import FactEdit
 from schemas.message import MessageEvent
 from schemas.turn import TurnEvent
 
@@ -53,6 +55,16 @@ class Journal(Protocol):
 
     async def journaled_messages(self, user_id: str, message_ids: Sequence[str]) -> list[bytes]:
         """The journaled copies of these messages of the user, not yet settled."""
+        ...
+
+    async def append_fact_edits(self, edits: Sequence[FactEdit]) -> None: ...
+
+    async def pending_fact_edits(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
+        """Journaled fact edits not yet applied; ``page_id`` holds the edit's id."""
+        ...
+
+    async def settle_fact_edits(self, user_id: str, edit_ids: Sequence[str]) -> None:
+        """Settle once applied: queued, as messages are, until the store has flushed."""
         ...
 
     async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
@@ -103,6 +115,15 @@ class NoJournal:
     async def journaled_messages(self, user_id: str, message_ids: Sequence[str]) -> list[bytes]:
         return []
 
+    async def append_fact_edits(self, edits: Sequence[FactEdit]) -> None:
+        return None
+
+    async def pending_fact_edits(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
+        return []
+
+    async def settle_fact_edits(self, user_id: str, edit_ids: Sequence[str]) -> None:
+        return None
+
     async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
         return []
 
@@ -134,6 +155,13 @@ CREATE TABLE IF NOT EXISTS message_inbox (
     value BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS message_inbox_user ON message_inbox (user_id, message_id);
+CREATE TABLE IF NOT EXISTS fact_inbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL,
+    edit_id TEXT NOT NULL,
+    value BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS fact_inbox_user ON fact_inbox (user_id, edit_id);
 """
 
 
@@ -144,7 +172,8 @@ class SqliteJournal:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._queued: list[int] = []  # seqs of messages stored, settled after a flush
+        # (table, seq) of messages stored and fact edits applied, settled after a flush
+        self._queued: list[tuple[str, int]] = []
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -178,22 +207,37 @@ class SqliteJournal:
         # a crash loses what was applied only, so the entry stays until a flush. Queued by
         # seq, as they are now: the same id accepted again later (after a DELETE) is a new
         # entry that this settle must not take with it.
-        wanted = list(message_ids)
+        await self._queue("message_inbox", "message_id", user_id, message_ids)
+
+    async def append_fact_edits(self, edits: Sequence[FactEdit]) -> None:
+        rows = [(e.user_id, e.edit_id, dumps(e)) for e in edits]
+        await self._run("INSERT INTO fact_inbox (user_id, edit_id, value) VALUES (?, ?, ?)", rows)
+
+    async def pending_fact_edits(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
+        return await self._read("SELECT seq, user_id, edit_id, value FROM fact_inbox", limit, after)
+
+    async def settle_fact_edits(self, user_id: str, edit_ids: Sequence[str]) -> None:
+        await self._queue("fact_inbox", "edit_id", user_id, edit_ids)
+
+    async def _queue(self, table: str, id_column: str, user_id: str, ids: Sequence[str]) -> None:
+        wanted = list(ids)
 
         def seqs() -> list[int]:
             marks = ",".join("?" * len(wanted))
-            sql = f"SELECT seq FROM message_inbox WHERE user_id = ? AND message_id IN ({marks})"
+            sql = f"SELECT seq FROM {table} WHERE user_id = ? AND {id_column} IN ({marks})"
             with self._lock:
                 return [int(row[0]) for row in self._db.execute(sql, (user_id, *wanted))]
 
         if wanted:
-            self._queued.extend(await asyncio.to_thread(seqs))
+            self._queued.extend((table, seq) for seq in await asyncio.to_thread(seqs))
 
     async def settle_queued(self, flush: Callable[[], Awaitable[None]]) -> int:
         queued, self._queued = self._queued, []
         if queued:
             await flush()  # on failure the entries stay, and are sent (harmlessly) again
-            await self._run("DELETE FROM message_inbox WHERE seq = ?", [(seq,) for seq in queued])
+            for table in ("message_inbox", "fact_inbox"):
+                rows = [(seq,) for name, seq in queued if name == table]
+                await self._run(f"DELETE FROM {table} WHERE seq = ?", rows)
         return len(queued)
 
     async def journaled_messages(self, user_id: str, message_ids: Sequence[str]) -> list[bytes]:
@@ -222,6 +266,7 @@ class SqliteJournal:
     async def forget_user(self, user_id: str) -> None:
         await self._run("DELETE FROM inbox WHERE user_id = ?", [(user_id,)])
         await self._run("DELETE FROM message_inbox WHERE user_id = ?", [(user_id,)])
+        await self._run("DELETE FROM fact_inbox WHERE user_id = ?", [(user_id,)])
 
     async def problem(self) -> str | None:
         def probe() -> str | None:

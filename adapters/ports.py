@@ -154,6 +154,8 @@ class PersonaFacts:
     traits: dict[str, Trait]  # the known traits, updated
     user_knowledge: list[str]
     agent_traits: list[str]
+    # per user fact, the numbers (1-based) of the known facts it updates or contradicts
+    user_updates: list[tuple[int, ...]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -210,9 +212,12 @@ class LLM(Protocol):
         """Facts about the assistant's identity or knowledge."""
         ...
 
-    async def persona(self, known: Mapping[str, Trait], dialogue: str) -> PersonaFacts:
+    async def persona(
+        self, known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
+    ) -> PersonaFacts:
         """``user_traits``, ``user_knowledge`` and ``agent_traits`` of one dialogue together
-        (one call where it can)."""
+        (one call where it can); ``facts``, the user's current facts, are what a new fact may
+        update (``PersonaFacts.user_updates``)."""
         ...
 
     async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer: ...

@@ -8,7 +8,7 @@ The response service, stateless, reads only from here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +28,11 @@ from adapters.ports import (
     VectorStore,
 )
 from memory import ids
+from memory.facts import KINDS
 from memory.persona import FactKind, assistant_of
 from memory.scoring import SegmentCandidate
 from memory.text import lexical_vector, phrase_tokens, token_index
+from schemas.facts import Fact, FactBook
 from schemas.records import Page, Persona, Segment
 from schemas.tenants import reference, tenant_of
 
@@ -44,6 +46,7 @@ MTM = "mtm"
 TIERS = (STM, LEAVING, MTM)
 HEAT_DOC = "heat"
 PERSONA_DOC = "persona"
+FACTS_DOC = "facts"  # written by the persona stage only: the user's facts as records
 TOMBSTONE_DOC = "tombstone"  # written by DELETE only: when the user was last deleted
 FORGOTTEN_DOC = "forgotten"  # written by the last stage only: the latest marker it has seen
 PROFILE_DOC = "profile"  # written by the API only (PUT .../profile): the stated profile
@@ -368,7 +371,7 @@ class MemoryRepository:
         assistant_id: str | None = None,
     ) -> None:
         """``assistant_id`` scopes agent traits to one assistant (none: the default one)."""
-        scope = {"assistant_id": assistant_of(assistant_id)} if kind is FactKind.AGENT else {}
+        scope = _scope(kind, assistant_id)
         points = [
             Point(
                 id=ids.fact_id(user_id, kind, fact, assistant_id),
@@ -381,16 +384,41 @@ class MemoryRepository:
         if points:
             await self.store.upsert(FACT_COLLECTIONS[kind], points)
 
-    async def delete_facts(
-        self,
-        user_id: str,
-        kind: FactKind,
-        facts: Iterable[str],
-        assistant_id: str | None = None,
+    async def load_fact_book(self, user_id: str) -> FactBook | None:
+        data = await self.load_doc(user_id, FACTS_DOC)
+        return FactBook.model_validate(data) if data else None
+
+    async def save_fact_book(self, book: FactBook) -> None:
+        await self.save_doc(book.user_id, FACTS_DOC, book.model_dump(mode="json"))
+
+    async def save_fact_points(
+        self, user_id: str, facts: Sequence[Fact], vectors: Sequence[list[float]]
     ) -> None:
-        fact_ids = [ids.fact_id(user_id, kind, fact, assistant_id) for fact in facts]
-        if fact_ids:
-            await self.store.delete(FACT_COLLECTIONS[kind], fact_ids)
+        """Current facts' retrieval points, each named by its text and carrying its id."""
+        for kind in FactKind:
+            mine = [(f, v) for f, v in zip(facts, vectors, strict=True) if KINDS[f.kind] is kind]
+            points = [
+                Point(
+                    id=ids.fact_id(user_id, kind, fact.text, fact.assistant_id),
+                    vector=vector,
+                    payload={"user_id": user_id, "text": fact.text, "fact_id": fact.fact_id}
+                    | _scope(kind, fact.assistant_id),
+                    sparse=lexical_vector(fact.text),
+                )
+                for fact, vector in mine
+            ]
+            if points:
+                await self.store.upsert(FACT_COLLECTIONS[kind], points)
+
+    async def delete_fact_points(self, user_id: str, facts: Sequence[Fact]) -> None:
+        for kind in FactKind:
+            point_ids = [
+                ids.fact_id(user_id, kind, fact.text, fact.assistant_id)
+                for fact in facts
+                if KINDS[fact.kind] is kind
+            ]
+            if point_ids:
+                await self.store.delete(FACT_COLLECTIONS[kind], point_ids)
 
     async def search_facts(
         self,
@@ -503,6 +531,7 @@ class MemoryRepository:
         await self.store.delete_user(USER_KNOWLEDGE, user_id)
         await self.store.delete_user(AGENT_TRAITS, user_id)
         await self.delete_doc(user_id, PERSONA_DOC)
+        await self.delete_doc(user_id, FACTS_DOC)
 
     async def leaving_pages(self, limit: int = 10_000) -> list[Page]:
         """Pages evicted from STM and not yet placed in a segment, of every user."""
@@ -515,3 +544,8 @@ class MemoryRepository:
             except ValidationError as exc:  # one unreadable point must not stop every pass
                 log.warning("a leaving page %s cannot be read, left out: %s", point.id, exc)
         return pages
+
+
+def _scope(kind: FactKind, assistant_id: str | None) -> dict[str, str]:
+    """Agent traits are searched among one assistant's: its id is on their points."""
+    return {"assistant_id": assistant_of(assistant_id)} if kind is FactKind.AGENT else {}

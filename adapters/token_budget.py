@@ -146,9 +146,11 @@ class BudgetedLLM:
         await self._open()
         return await self.inner.agent_traits(dialogue)
 
-    async def persona(self, known: Mapping[str, Trait], dialogue: str) -> PersonaFacts:
+    async def persona(
+        self, known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
+    ) -> PersonaFacts:
         await self._open()
-        return await self.inner.persona(known, dialogue)
+        return await self.inner.persona(known, dialogue, facts)
 
     async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer:
         self.budget.refuse_if_over(current_tenant())

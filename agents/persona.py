@@ -1,50 +1,54 @@
 """Persona stage: a hot segment's new pages -> user traits, knowledge and stated profile
-attributes (shared by the tenant's assistants), and agent traits per assistant (LPM)."""
+attributes (shared by the tenant's assistants), and agent traits per assistant (LPM).
+
+It owns the user's facts (``FactBook``): extraction, supersession and the API's edits (a
+``FactEdit`` in the same ordered stream) are applied here only, one at a time per user.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from adapters import history
 from adapters.deps import Deps, Send
+from adapters.journal import Journal, NoJournal
 from adapters.keyring import generation
 from adapters.llm.prompts import dialogue_text
 from agents.forget import check_marker
 from agents.runtime import BatchRunner, RecordStage
-from memory.persona import (
-    FactKind,
-    agent_traits_of,
-    append_facts,
-    assistant_of,
-    merge_traits,
-    with_agent_traits,
-)
-from memory.profile import profile_from_facts
+from memory.facts import Delta, Found, PageText, bare_book, current, edited, extracted
+from memory.persona import FactKind, assistant_of, merge_traits, with_agent_traits
+from memory.profile import PATTERNS, profile_from_facts
 from schemas.codec import dumps
-from schemas.records import (
-    ForgetUser,
-    Page,
-    Persona,
-    PersonaApplied,
-    PersonaInput,
-    PersonaJob,
-    Trait,
-)
+from schemas.facts import FactBook, FactEdit, PersonaInput
+from schemas.records import ForgetUser, Page, Persona, PersonaApplied, PersonaJob, Trait
 from schemas.topics import user_key
+
+KNOWN_FACTS_SHOWN = 50  # the newest current facts the LLM sees, to name those a fact updates
 
 
 class PersonaAgent(RecordStage):
     stage = "persona"
 
-    def __init__(self, deps: Deps, send_mid_term: Send, runner: BatchRunner[PersonaInput]) -> None:
+    def __init__(
+        self,
+        deps: Deps,
+        send_mid_term: Send,
+        runner: BatchRunner[PersonaInput],
+        journal: Journal | None = None,
+    ) -> None:
         self.deps = deps
         self.send_mid_term = send_mid_term
         self.runner = runner
+        self.journal: Journal = journal or NoJournal()
 
-    async def apply(self, event: PersonaJob | ForgetUser) -> None:
+    async def apply(self, event: PersonaJob | FactEdit | ForgetUser) -> None:
         if isinstance(event, ForgetUser):
             await self.forget(event)
+        elif isinstance(event, FactEdit):
+            await self.edit(event)
         else:
             await self.update(event)
 
@@ -58,53 +62,128 @@ class PersonaAgent(RecordStage):
                 by_assistant.setdefault(assistant_of(page.assistant_id), []).append(page)
             dialogue = dialogue_text(pages)
             persona = await deps.repo.load_persona(job.user_id)
+            book = await self._book(persona)
+            known = current(book, FactKind.USER)[-KNOWN_FACTS_SHOWN:]
             # LLMError propagates: the runner retries and dead-letters; nothing half-done is
             # stored, and no acknowledgement goes back, so the segment stays hot.
-            traits, user_facts, agent_facts = await self._analyse(persona, dialogue, by_assistant)
-            knowledge, dropped_knowledge = append_facts(
-                persona.user_knowledge, user_facts, settings.user_kb_capacity
+            traits, user_facts, updates, agent_found = await self._analyse(
+                persona, dialogue, by_assistant, [fact.text for fact in known]
             )
-            await self._store_facts(
-                job.user_id, FactKind.USER, persona.user_knowledge, knowledge, dropped_knowledge
+            at = self._now()
+            user_found = [
+                Found(text, tuple(known[n - 1].fact_id for n in numbers))
+                for text, numbers in zip(user_facts, updates, strict=True)
+            ]
+            book, delta = extracted(
+                book, FactKind.USER, user_found, None, _texts(pages), at, settings.user_kb_capacity
             )
+            deltas = [delta]
+            for assistant, found in zip(by_assistant, agent_found, strict=True):
+                book, delta = extracted(
+                    book,
+                    FactKind.AGENT,
+                    [Found(text) for text in found],
+                    assistant,
+                    _texts(by_assistant[assistant]),
+                    at,
+                    settings.agent_traits_capacity,
+                )
+                deltas.append(delta)
             updated = persona.model_copy(
                 update={
                     "traits": merge_traits(persona.traits, traits),
-                    "user_knowledge": knowledge,
                     # stated attributes; the API's profile is another document and wins on read
-                    "profile": persona.profile | profile_from_facts(user_facts),
+                    "profile": persona.profile | profile_from_facts(_texts_of(book)),
                 }
             )
-            for assistant, facts in zip(by_assistant, agent_facts, strict=True):
-                before = agent_traits_of(persona, assistant)
-                after, dropped = append_facts(before, facts, settings.agent_traits_capacity)
-                await self._store_facts(
-                    job.user_id, FactKind.AGENT, before, after, dropped, assistant
-                )
-                updated = with_agent_traits(updated, assistant, after)
-            await deps.repo.save_persona(updated)
+            await self._store(book, updated, deltas)
             deps.metrics.transitions.labels(transition="persona_update").inc()
         applied = PersonaApplied(
             user_id=job.user_id, segment_id=job.segment_id, page_ids=job.page_ids
         )
         await self.send_mid_term(key=user_key(job.user_id), value=dumps(applied))
 
+    async def edit(self, change: FactEdit) -> None:
+        """An API edit, applied in the user's order; a re-sent one changes nothing."""
+        settings = self.deps.settings
+        persona = await self.deps.repo.load_persona(change.user_id)
+        book = await self._book(persona)
+        agent = change.fact_kind == "agent_trait" or any(
+            f.fact_id == change.fact_id and f.kind == "agent_trait" for f in book.facts
+        )
+        capacity = settings.agent_traits_capacity if agent else settings.user_kb_capacity
+        after, delta = edited(book, change, self._now(), capacity)
+        if after is not book:
+            # An attribute that only the changed fact stated is no longer known.
+            profile = {
+                key: value
+                for key, value in persona.profile.items()
+                if key not in _attributes(delta.unstored)
+            } | profile_from_facts(_texts_of(after))
+            await self._store(after, persona.model_copy(update={"profile": profile}), [delta])
+        await self.journal.settle_fact_edits(change.user_id, [change.edit_id])
+
+    async def _book(self, persona: Persona) -> FactBook:
+        """The user's facts; a persona from before facts were records gets a book made of
+        its fact lists."""
+        book = await self.deps.repo.load_fact_book(persona.user_id)
+        if book is not None:
+            return book
+        held: list[tuple[FactKind, str | None, str]] = [
+            (FactKind.USER, None, text) for text in persona.user_knowledge
+        ]
+        held += [(FactKind.AGENT, None, text) for text in persona.agent_traits]
+        for assistant, texts in persona.assistant_traits.items():
+            held += [(FactKind.AGENT, assistant, text) for text in texts]
+        return bare_book(persona.user_id, held, self._now())
+
+    async def _store(self, book: FactBook, persona: Persona, deltas: Sequence[Delta]) -> None:
+        """Points first, the book and the persona last: a crash in between leaves the job
+        (or the edit) unacknowledged, and applying it again writes the same."""
+        stored = [fact for delta in deltas for fact in delta.stored]
+        unstored = [fact for delta in deltas for fact in delta.unstored]
+        repo = self.deps.repo
+        await repo.delete_fact_points(book.user_id, unstored)
+        if stored:
+            vectors = await self.deps.embedder.embed([fact.text for fact in stored])
+            await repo.save_fact_points(book.user_id, stored, vectors)
+        await repo.save_fact_book(book)
+        # The persona's fact lists are the book's current facts, in their FIFO order.
+        persona = persona.model_copy(
+            update={"user_knowledge": [f.text for f in current(book, FactKind.USER)]}
+        )
+        assistants = {f.assistant_id or "" for f in book.facts if f.kind == "agent_trait"}
+        assistants |= set(persona.assistant_traits) | {""}
+        for assistant in assistants:
+            texts = [f.text for f in current(book, FactKind.AGENT, assistant or None)]
+            persona = with_agent_traits(persona, assistant or None, texts)
+        await repo.save_persona(persona)
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self.deps.clock.now(), UTC)
+
     async def _analyse(
-        self, persona: Persona, dialogue: str, by_assistant: dict[str, list[Page]]
-    ) -> tuple[dict[str, Trait], list[str], list[list[str]]]:
+        self,
+        persona: Persona,
+        dialogue: str,
+        by_assistant: dict[str, list[Page]],
+        known: Sequence[str],
+    ) -> tuple[dict[str, Trait], list[str], list[tuple[int, ...]], list[list[str]]]:
         """Traits and user facts of the whole dialogue, agent facts of each assistant's part:
         one call when a single assistant took part and calls may be combined."""
         llm = self.deps.llm
         if self.deps.settings.llm_combine and len(by_assistant) == 1:
-            found = await llm.persona(persona.traits, dialogue)
-            return found.traits, found.user_knowledge, [found.agent_traits]
+            found = await llm.persona(persona.traits, dialogue, known)
+            facts = found.user_knowledge
+            updates = [*found.user_updates, *([()] * len(facts))][: len(facts)]
+            return found.traits, facts, updates, [found.agent_traits]
         (traits, user_facts), agent_facts = await asyncio.gather(
             asyncio.gather(llm.user_traits(persona.traits, dialogue), llm.user_knowledge(dialogue)),
             asyncio.gather(
                 *(llm.agent_traits(dialogue_text(pages)) for pages in by_assistant.values())
             ),
         )
-        return traits, user_facts, list(agent_facts)
+        return traits, user_facts, [()] * len(user_facts), list(agent_facts)
 
     async def forget(self, marker: ForgetUser) -> None:
         """The last stage: purge the persona and close the tombstone; reads resume."""
@@ -115,18 +194,15 @@ class PersonaAgent(RecordStage):
         await self.deps.keyring.destroy_before(marker.user_id, generation(marker.at))
         await self.deps.repo.mark_forgotten(marker.user_id, marker.at)
 
-    async def _store_facts(
-        self,
-        user_id: str,
-        kind: FactKind,
-        before: Sequence[str],
-        after: Sequence[str],
-        dropped: Sequence[str],
-        assistant_id: str | None = None,
-    ) -> None:
-        known = set(before)
-        fresh = [fact for fact in after if fact not in known]
-        if fresh:
-            vectors = await self.deps.embedder.embed(fresh)
-            await self.deps.repo.save_facts(user_id, kind, fresh, vectors, assistant_id)
-        await self.deps.repo.delete_facts(user_id, kind, dropped, assistant_id)
+
+def _texts(pages: Sequence[Page]) -> list[PageText]:
+    return [PageText(page.page_id, page.turn_id, page.text) for page in pages]
+
+
+def _texts_of(book: FactBook) -> list[str]:
+    return [fact.text for fact in current(book, FactKind.USER)]
+
+
+def _attributes(facts: Sequence[object]) -> set[str]:
+    texts = [str(getattr(fact, "text", "")) for fact in facts]
+    return {attribute for attribute, pattern in PATTERNS if any(pattern.search(t) for t in texts)}

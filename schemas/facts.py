@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, StrictBool, StrictStr
+from pydantic import AfterValidator, Field, RootModel, StrictBool, StrictStr
 
-from schemas.records import EventTime, Record
+from schemas.records import EventTime, ForgetUser, PersonaJob, Record
 from schemas.turn import Identifier, UserRef, _unicode
 
 FactKindName = Literal["user_knowledge", "agent_trait"]
@@ -95,3 +95,10 @@ class FactEdit(Record):
     pinned: StrictBool | None = None
     assistant_id: Identifier | None = None
     at: EventTime
+
+
+class PersonaInput(
+    RootModel[Annotated[PersonaJob | FactEdit | ForgetUser, Field(discriminator="kind")]]
+):
+    """What memoryos.persona carries: the MTM stage's jobs, the API's fact edits, and the
+    forget marker, in the user's order."""

@@ -258,7 +258,3 @@ class MidTermInput(
     ]
 ):
     """What memoryos.mtm carries: every change to a user's segments and heat, in one order."""
-
-
-class PersonaInput(RootModel[Annotated[PersonaJob | ForgetUser, Field(discriminator="kind")]]):
-    """What memoryos.persona carries."""

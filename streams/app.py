@@ -33,7 +33,8 @@ from agents.runtime import BatchRunner, Consumed, DeadLetterSink, KeyedDispatche
 from agents.stm import ShortTermAgent
 from schemas.codec import decode, decode_message_input, decode_turn_input
 from schemas.errors import BrokerError
-from schemas.records import MidTermInput, PageInput, PersonaInput
+from schemas.facts import PersonaInput
+from schemas.records import MidTermInput, PageInput
 from schemas.topics import DLQ, MESSAGES, MTM, PAGES, PERSONA, PIPELINE_TOPICS, TURNS
 from streams.faust_transport import ShortWaitApp
 from streams.kafka_security import faust_credentials
@@ -198,6 +199,7 @@ def create_app(
                 deps,
                 senders[MTM],
                 runner("persona", lambda raw, _: decode(PersonaInput, raw), by_root),
+                journal,
             ),
         ),
     ]

@@ -130,7 +130,9 @@ class OfflineLLM:
     async def agent_traits(self, dialogue: str) -> list[str]:
         return _first_person_facts(dialogue, ("assistant",), _FIRST_PERSON_AGENT)
 
-    async def persona(self, known: Mapping[str, Trait], dialogue: str) -> PersonaFacts:
+    async def persona(
+        self, known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
+    ) -> PersonaFacts:
         return PersonaFacts(
             await self.user_traits(known, dialogue),
             await self.user_knowledge(dialogue),

@@ -147,7 +147,9 @@ class OpenAILLM:
             lambda: self._fallback.agent_traits(dialogue),
         )
 
-    async def persona(self, known: Mapping[str, Trait], dialogue: str) -> PersonaFacts:
+    async def persona(
+        self, known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
+    ) -> PersonaFacts:
         async def separately() -> PersonaFacts:
             traits, user_facts, agent_facts = await asyncio.gather(
                 self.user_traits(known, dialogue),
@@ -158,8 +160,8 @@ class OpenAILLM:
 
         return await self._task(
             "persona",
-            prompts.persona(known, dialogue),
-            lambda text: parsing.parse_persona(text, known),
+            prompts.persona(known, dialogue, facts),
+            lambda text: parsing.parse_persona(text, known, len(facts)),
             separately,
         )
 

@@ -241,9 +241,10 @@ _SECTION = re.compile(
 )
 
 
-def parse_persona(text: str, known: Mapping[str, Trait]) -> PersonaFacts:
+def parse_persona(text: str, known: Mapping[str, Trait], known_facts: int = 0) -> PersonaFacts:
     """The three headed sections of the combined persona reply; every one must be there and
-    readable on its own (a missing section is not read as "None")."""
+    readable on its own (a missing section is not read as "None"). A user fact may end with
+    "(updates N, M)": numbers of the ``known_facts`` it updates (others are ignored)."""
     cleaned = _clean(text)
     headers = list(_SECTION.finditer(cleaned))
     bodies: dict[str, str] = {}
@@ -254,11 +255,32 @@ def parse_persona(text: str, known: Mapping[str, Trait]) -> PersonaFacts:
                if name not in bodies]  # fmt: skip
     if missing:
         raise LLMUnparseable(f"persona reply lacks {', '.join(missing)}: {_preview(text)}")
+    user_facts, updates = split_updates(parse_facts(bodies["user knowledge"]), known_facts)
     return PersonaFacts(
         traits={**known, **parse_traits(bodies["user traits"])},
-        user_knowledge=parse_facts(bodies["user knowledge"]),
+        user_knowledge=user_facts,
         agent_traits=parse_facts(bodies["assistant knowledge"]),
+        user_updates=updates,
     )
+
+
+_UPDATES = re.compile(r"\s*\((?:updates?|replaces?|contradicts?)\s+([\d,\s and]+)\)\s*\.?$", re.I)
+
+
+def split_updates(facts: list[str], known_facts: int) -> tuple[list[str], list[tuple[int, ...]]]:
+    """Each fact without its "(updates N)" tail, and the known facts' numbers it named."""
+    texts: list[str] = []
+    updates: list[tuple[int, ...]] = []
+    for fact in facts:
+        named: tuple[int, ...] = ()
+        if match := _UPDATES.search(fact):
+            numbers = (int(n) for n in re.findall(r"\d+", match.group(1)))
+            named = tuple(n for n in numbers if 1 <= n <= known_facts)
+            fact = fact[: match.start()].rstrip()
+        if fact:
+            texts.append(fact)
+            updates.append(named)
+    return texts, updates
 
 
 def parse_summary(text: str) -> str:

@@ -276,9 +276,10 @@ def agent_traits(dialogue: str) -> Prompt:
 PERSONA_SECTIONS = ("User Traits", "User Knowledge", "Assistant Knowledge")
 
 
-def persona(known: Mapping[str, Trait], dialogue: str) -> Prompt:
+def persona(known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()) -> Prompt:
     """The user-traits, user-knowledge and assistant-knowledge prompts as one call: the three
-    analyses read the same dialogue, so one reply in three sections replaces three calls."""
+    analyses read the same dialogue, so one reply in three sections replaces three calls.
+    ``facts``: the user's current facts, numbered, so a new fact can name those it updates."""
     traits, facts, agent = (f"[{name}]" for name in PERSONA_SECTIONS)
     system = (
         f"You are a {TASK_MARKERS['persona']}. From one user-AI dialogue you produce three "
@@ -294,7 +295,8 @@ def persona(known: Mapping[str, Trait], dialogue: str) -> Prompt:
         f"{_format_known(known)}\n\n"
         f"{facts}\nExtract ONLY explicit statements by the user about themselves (facts, events, "
         "plans, preferences, people, possessions) as concise first-person '- fact' lines, with "
-        'the time and event where the conversation gives them, or "None".\n\n'
+        'the time and event where the conversation gives them, or "None".'
+        f"{_known_facts(facts)}\n\n"
         f"{agent}\nExtract ONLY explicit statements about the assistant's identity or knowledge "
         "as concise first-person '- fact' lines with time and event, or \"None\".\n\n"
         "Reply in exactly this shape:\n"
@@ -327,3 +329,14 @@ REPLY_FORMATS: dict[str, str] = {
     'each followed by its lines ("Dimension: Level [Reason: ...]" or "- fact"), or "None"',
     "respond": "the answer text",
 }
+
+
+def _known_facts(facts: Sequence[str]) -> str:
+    if not facts:
+        return ""
+    numbered = "\n".join(f"[{number}] {fact}" for number, fact in enumerate(facts, 1))
+    return (
+        " When a new fact updates or contradicts known facts (a new address, a changed "
+        "plan, a pet's new name), end its line with (updates N) naming their numbers, e.g. "
+        f"'- I live in Paris (updates 2)'. Known facts:\n{numbered}"
+    )

@@ -13,7 +13,7 @@ from adapters.ports import SEGMENTS
 from adapters.repository import LEAVING
 from schemas.codec import decode, dumps
 from schemas.errors import LLMQuotaExceeded
-from schemas.records import PersonaInput
+from schemas.facts import PersonaInput
 from schemas.topics import MTM as MTM_TOPIC
 from schemas.topics import PAGES, PERSONA, TURNS, user_key
 from service.response import ResponseService

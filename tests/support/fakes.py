@@ -38,7 +38,8 @@ from agents.stm import ShortTermAgent
 from memory.chain import ContinuityVerdict
 from memory.text import tokenize as tokens
 from schemas.codec import decode, decode_message_input, decode_turn_input
-from schemas.records import MidTermInput, Page, PageInput, PersonaInput, Trait
+from schemas.facts import PersonaInput
+from schemas.records import MidTermInput, Page, PageInput, Trait
 from schemas.topics import DLQ, MESSAGES, MTM, PAGES, PERSONA, TURNS
 
 Hook = Callable[[str], Awaitable[None]]
@@ -125,7 +126,9 @@ class FakeLLM:
         await self._enter("agent_traits")
         return []
 
-    async def persona(self, known: Mapping[str, Trait], dialogue: str) -> PersonaFacts:
+    async def persona(
+        self, known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
+    ) -> PersonaFacts:
         await self._enter("persona")
         return PersonaFacts(dict(known), [f"I said: {dialogue.splitlines()[0][6:60]}"], [])
 
