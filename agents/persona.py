@@ -18,7 +18,7 @@ from adapters.keyring import generation
 from adapters.llm.prompts import dialogue_text
 from agents.forget import check_marker
 from agents.runtime import BatchRunner, RecordStage
-from memory.facts import Delta, Found, PageText, bare_book, current, edited, extracted
+from memory.facts import Delta, Found, PageText, book_from_persona, current, edited, extracted
 from memory.persona import FactKind, assistant_of, merge_traits, with_agent_traits
 from memory.profile import PATTERNS, profile_from_facts
 from schemas.codec import dumps
@@ -127,15 +127,7 @@ class PersonaAgent(RecordStage):
         """The user's facts; a persona from before facts were records gets a book made of
         its fact lists."""
         book = await self.deps.repo.load_fact_book(persona.user_id)
-        if book is not None:
-            return book
-        held: list[tuple[FactKind, str | None, str]] = [
-            (FactKind.USER, None, text) for text in persona.user_knowledge
-        ]
-        held += [(FactKind.AGENT, None, text) for text in persona.agent_traits]
-        for assistant, texts in persona.assistant_traits.items():
-            held += [(FactKind.AGENT, assistant, text) for text in texts]
-        return bare_book(persona.user_id, held, self._now())
+        return book if book is not None else book_from_persona(persona, self._now())
 
     async def _store(self, book: FactBook, persona: Persona, deltas: Sequence[Delta]) -> None:
         """Points first, the book and the persona last: a crash in between leaves the job

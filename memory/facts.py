@@ -32,6 +32,7 @@ from schemas.facts import (
     Source,
 )
 from schemas.profile import DEFAULT_ASSISTANT
+from schemas.records import Persona
 
 KIND_NAMES: dict[FactKind, FactKindName] = {
     FactKind.USER: "user_knowledge",
@@ -165,6 +166,11 @@ def edited(book: FactBook, edit: FactEdit, at: datetime, capacity: int) -> tuple
     elif edit.op == "delete" and fact is not None:
         work.drop(fact.fact_id)
         work.removed.append(fact.fact_id)
+        # what was wrong is rectified, not kept: the history keeps when, not the words
+        work.history[fact.fact_id] = [
+            change.model_copy(update={"text": None})
+            for change in work.history.get(fact.fact_id, [])
+        ]
         work.note(fact.fact_id, FactChange(change="deleted", at=at, source=API))
     return work.done()
 
@@ -186,10 +192,22 @@ def history_of(book: FactBook, fid: str) -> list[FactChange] | None:
     return book.history.get(fid)
 
 
+def book_from_persona(persona: Persona, at: datetime) -> FactBook:
+    """The book of a persona stored before facts were records, made of its fact lists: no
+    provenance is known."""
+    held: list[tuple[FactKind, str | None, str]] = [
+        (FactKind.USER, None, text) for text in persona.user_knowledge
+    ]
+    held += [(FactKind.AGENT, None, text) for text in persona.agent_traits]
+    for assistant, texts in persona.assistant_traits.items():
+        held += [(FactKind.AGENT, assistant, text) for text in texts]
+    return bare_book(persona.user_id, held, at)
+
+
 def bare_book(
     user_id: str, texts: Iterable[tuple[FactKind, str | None, str]], at: datetime
 ) -> FactBook:
-    """A book for facts stored before facts were records: no provenance is known."""
+    """A book of facts with no provenance known."""
     facts = [
         Fact(
             fact_id=fact_id(user_id, kind, text, _assistant_key(kind, assistant)),

@@ -119,5 +119,10 @@ class BudgetExhausted(MemoryOSError):
         self.retry_after_s = retry_after_s
 
 
+class Conflict(MemoryOSError):
+    """The request cannot be applied in the user's present state (HTTP 409): say, an edit of
+    a user whose DELETE has not completed."""
+
+
 class NotFound(MemoryOSError):
     """The requested user or object does not exist."""

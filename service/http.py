@@ -36,6 +36,7 @@ from schemas.codec import describe
 from schemas.errors import (
     BrokerError,
     BudgetExhausted,
+    Conflict,
     DiskFull,
     EmbedderError,
     Forbidden,
@@ -52,6 +53,7 @@ from schemas.tenants import SEPARATOR, Limit, parse_limit, user_of
 from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
 from service.auth import Admin, Forgetter, Gatekeeper, Reader, Writer
 from service.export_routes import add_export_routes
+from service.fact_routes import add_fact_routes
 from service.key_routes import add_key_routes
 from service.message_routes import add_message_routes
 from service.models import (
@@ -284,6 +286,10 @@ def create_http_app(
     async def not_found(_: Request, exc: NotFound) -> JSONResponse:
         return _error(404, str(exc))
 
+    @app.exception_handler(Conflict)
+    async def conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return _error(409, str(exc))
+
     @app.exception_handler(BudgetExhausted)
     async def out_of_tokens(_: Request, exc: BudgetExhausted) -> JSONResponse:
         response = _error(429, str(exc))
@@ -326,6 +332,7 @@ def create_http_app(
     if api:
         _add_api_routes(app, service)
         add_message_routes(app, service)
+        add_fact_routes(app, service)
         if tenant_keys is not None:
             add_key_routes(app, tenant_keys, gate)
             add_user_routes(app, tenant_keys.repo)

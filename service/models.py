@@ -66,6 +66,7 @@ class TraitOut(Body):
 class Scored(Body):
     text: str
     score: float
+    fact_id: str = Field(description="the fact's id: GET, PATCH or DELETE it under /facts")
 
 
 class TurnAccepted(Body):
@@ -296,3 +297,67 @@ class UserList(BaseModel):
 class Imported(BaseModel):
     tenant: str
     imported: dict[str, int] = Field(description="points upserted, per collection")
+
+
+# --- facts ---
+
+FactKindName = Literal["user_knowledge", "agent_trait"]
+
+
+class FactSourceOut(BaseModel):
+    turn_ids: list[str] = Field(description="the turns the fact was extracted from")
+    page_ids: list[str] = Field(description="their pages")
+
+
+class FactOut(BaseModel):
+    fact_id: str = Field(description="stable: the same fact keeps it through edits and replays")
+    kind: FactKindName
+    text: str
+    created_at: datetime
+    source: FactSourceOut | Literal["api"] = Field(
+        description='the turns and pages it was extracted from, or "api"'
+    )
+    assistant_id: str | None = Field(description="the assistant of an agent trait")
+    pinned: bool = Field(description="never superseded automatically, never ages out")
+    superseded_by: str | None = Field(description="the fact that updated it; null: current")
+    superseded_at: datetime | None
+
+
+class FactList(BaseModel):
+    facts: list[FactOut] = Field(description="newest first")
+    next_cursor: str | None = Field(description="the cursor of the next page; null: the last")
+
+
+class FactIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=1000)
+    kind: FactKindName = "user_knowledge"
+    assistant_id: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
+        description="agent traits only: the assistant they describe (none: the default one)",
+    )
+    pinned: bool = False
+
+
+class FactPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str | None = Field(None, min_length=1, max_length=1000)
+    pinned: bool | None = None
+
+
+class FactAccepted(BaseModel):
+    fact_id: str = Field(description="applied in the user's order within moments (202)")
+
+
+class FactChangeOut(BaseModel):
+    change: Literal["extracted", "added", "edited", "pinned", "unpinned", "superseded", "deleted"]
+    at: datetime
+    source: FactSourceOut | Literal["api"]
+    text: str | None = Field(None, description="the text the change set, where it set one")
+    superseded_by: str | None = None
+
+
+class FactHistory(BaseModel):
+    fact_id: str
+    changes: list[FactChangeOut] = Field(description="oldest first")

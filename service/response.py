@@ -20,7 +20,7 @@ from adapters import tracing
 from adapters.deps import Deps
 from adapters.disk_space import DiskGuard, NoGuard
 from adapters.journal import Journal, NoJournal
-from adapters.ports import PromptMemory
+from adapters.ports import Hit, PromptMemory
 from adapters.repository import HEAT_DOC, PAIRING_DOC, tenant_assistant
 from adapters.settings import MtmRetrieval, Settings
 from adapters.token_budget import acting_for
@@ -33,11 +33,12 @@ from memory.prompt import build_prompt, prompt_texts
 from memory.retrieval import PageCandidate, fuse_rankings, rank_pages, rank_segments
 from memory.text import keyword_set, query_keywords
 from schemas.codec import decode, dumps
-from schemas.errors import InvalidEvent, Restarting
+from schemas.errors import Conflict, InvalidEvent, Restarting
+from schemas.facts import FactEdit
 from schemas.limits import MAX_EVENT_TIME
 from schemas.message import MessageEvent
 from schemas.records import ForgetUser, Page, Persona
-from schemas.topics import MESSAGES, TURNS, user_key
+from schemas.topics import MESSAGES, PERSONA, TURNS, user_key
 from schemas.turn import MAX_TEXT_CHARS, TurnEvent
 from service.history import empty_history, user_history
 from service.locks import UserLocks
@@ -52,13 +53,24 @@ async def _nothing() -> list[Any]:
     return []
 
 
+class ScoredFact(NamedTuple):
+    text: str
+    score: float
+    fact_id: str  # so a bot can correct the exact fact it was given
+
+    @classmethod
+    def of(cls, hit: Hit) -> ScoredFact:
+        # points stored before facts were records: named by their text, which was the id
+        return cls(str(hit.payload["text"]), hit.score, str(hit.payload.get("fact_id", hit.id)))
+
+
 @dataclass
 class Retrieved:
     short_term: list[Page]
     mid_term: list[tuple[Page, str, float]]  # page, segment id, score
     persona: Persona
-    user_knowledge: list[tuple[str, float]]
-    agent_traits: list[tuple[str, float]]
+    user_knowledge: list[ScoredFact]
+    agent_traits: list[ScoredFact]
     segment_ids: list[str] = field(default_factory=list)
     ranking: list[str] = field(default_factory=list)  # page ids, most relevant first
 
@@ -81,8 +93,8 @@ class Retrieved:
             "user_profile": self.persona.profile,
             "agent_profile": self.persona.agent_profile,
             "user_traits": {k: v.model_dump() for k, v in self.persona.traits.items()},
-            "user_knowledge": [{"text": t, "score": s} for t, s in self.user_knowledge],
-            "agent_traits": [{"text": t, "score": s} for t, s in self.agent_traits],
+            "user_knowledge": [fact._asdict() for fact in self.user_knowledge],
+            "agent_traits": [fact._asdict() for fact in self.agent_traits],
             "context": [page.page_id for page in self.context()],
         }
 
@@ -199,6 +211,27 @@ class ResponseService:
                     found.setdefault((user_id, message_id), state.digests.get(message_id, ""))
         return found
 
+    async def send_fact_edit(self, edit: FactEdit) -> None:
+        """A fact edit for the persona stage, in the user's order; acknowledged once durable,
+        as turns are. Refused (409) while a DELETE of the user has not completed: its marker
+        would purge the edit on the way."""
+        self.disk.check()
+        async with self._user_locks.hold({edit.user_id}), self.writes.reader:
+            self.check_writable()
+            if await self.forgetting(edit.user_id):
+                raise Conflict(
+                    "the user is being forgotten (a DELETE has not completed): send the edit "
+                    "again once GET .../memory shows the DELETE done"
+                )
+            keyring = self.deps.keyring
+            sealed = await keyring.seal(
+                edit.user_id, await keyring.current(edit.user_id), dumps(edit)
+            )
+            if sealed is None:  # not while no DELETE is open; checked, never assumed
+                raise Conflict("the user's key is being replaced by a DELETE: send it again")
+            await self.journal.append_fact_edits([edit])
+            await self.sink.send(PERSONA, user_key(edit.user_id), sealed)
+
     async def forgetting(self, user_id: str) -> bool:
         """A DELETE whose marker has not passed every stage yet: reads show nothing."""
         tombstone = await self.deps.repo.tombstone(user_id)
@@ -272,8 +305,8 @@ class ResponseService:
             short_term=short_term,
             mid_term=[(pages[c.page_id], c.segment_id, c.similarity) for c in chosen],
             persona=persona,
-            user_knowledge=[(str(h.payload["text"]), h.score) for h in knowledge],
-            agent_traits=[(str(h.payload["text"]), h.score) for h in traits],
+            user_knowledge=[ScoredFact.of(hit) for hit in knowledge],
+            agent_traits=[ScoredFact.of(hit) for hit in traits],
             segment_ids=visited,
             ranking=ranking,
         )
@@ -320,8 +353,8 @@ class ResponseService:
             self.check_writable()
         memory = await self.retrieve(user_id, query, assistant_id=assistant_id)
         mid_term = [page for page, _, _ in memory.mid_term]
-        knowledge = [text for text, _ in memory.user_knowledge]
-        traits = [text for text, _ in memory.agent_traits]
+        knowledge = [fact.text for fact in memory.user_knowledge]
+        traits = [fact.text for fact in memory.agent_traits]
         style = self.deps.settings.answer_style
         system, user = build_prompt(
             query, memory.short_term, mid_term, memory.persona, knowledge, traits, style=style

@@ -11,6 +11,7 @@ What is owed, and to whom:
 - a DELETE whose marker has not passed the last stage -> the marker again;
 - at start, every user with mid-term state -> ``Resume``: a persona job may have been lost;
 - a journaled message the pairing stage has not stored -> the message again, to that stage;
+- a journaled fact edit the persona stage has not applied -> the edit again, to that stage;
 - every pass, a user with messages waiting for a reply -> a ``PairingTick``, so a message
   left unanswered for MEMORYOS_PAIRING_WAIT_S becomes a turn (a forget marker goes to
   ``memoryos.messages`` too).
@@ -35,7 +36,7 @@ from adapters.ports import PERSONAS, Clock, SystemClock
 from adapters.repository import HEAT_DOC, PAIRING_DOC, MemoryRepository
 from schemas.codec import dumps
 from schemas.records import EvictedPage, ForgetUser, PairingTick, Resume
-from schemas.topics import MESSAGES, MTM, TURNS, user_key
+from schemas.topics import MESSAGES, MTM, PERSONA, TURNS, user_key
 
 log = logging.getLogger(__name__)
 Send = Callable[[str, bytes, bytes], Awaitable[None]]
@@ -51,6 +52,7 @@ class Owed:
     resumed: int = 0
     messages: int = 0
     ticks: int = 0
+    fact_edits: int = 0
 
 
 @dataclass
@@ -149,6 +151,7 @@ class Reconciler:
             if entry.user_id not in forgetting and due(f"message:{entry.seq}"):
                 await self.send(MESSAGES, user_key(entry.user_id), entry.value)
                 owed.messages += 1
+        owed.fact_edits = await self._resend_fact_edits(forgetting, due)
         owed.ticks = await self._tick_waiting(forgetting, everything)
         for page in await self.repo.leaving_pages():
             if page.user_id not in forgetting and due(f"page:{page.page_id}"):
@@ -161,6 +164,24 @@ class Reconciler:
                     owed.leaving += 1
         self._seen = seen
         return owed
+
+    async def _resend_fact_edits(
+        self, forgetting: dict[str, float], due: Callable[[str], bool]
+    ) -> int:
+        """Edits not applied yet, sealed as the API sealed them (none of a user being
+        forgotten: the DELETE dropped them from the journal, and its marker purges)."""
+        keyring = self.keyring
+        assert keyring is not None  # made in __post_init__
+        sent = 0
+        for entry in await self.journal.pending_fact_edits(limit=JOURNAL_READ):
+            if entry.user_id in forgetting or not due(f"fact:{entry.seq}"):
+                continue
+            gen = await keyring.current(entry.user_id)
+            sealed = await keyring.seal(entry.user_id, gen, entry.value)
+            if sealed is not None:
+                await self.send(PERSONA, user_key(entry.user_id), sealed)
+                sent += 1
+        return sent
 
     async def _settle(self, seqs: list[int]) -> None:
         """Journal entries go only once the store has flushed the pages read as stored: a

@@ -1,0 +1,157 @@
+"""``/v1/users/{user_id}/facts``: a user's facts listed, added, edited, deleted, and each one's
+history.
+
+Reads come from the persona stage's ``FactBook``. Writes are ``FactEdit`` events in the user's
+ordered stream (202: durable, applied by the persona stage within moments), never a write to
+the store from here: one writer per piece of state. A fact id is looked up in the user's own
+book only, so another user's id is a 404 like an unknown one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Path, Query
+
+from memory.facts import KINDS, book_from_persona
+from memory.ids import fact_id
+from schemas.errors import InvalidEvent, NotFound
+from schemas.facts import Fact, FactBook, FactEdit, FactKindName
+from service.auth import Reader, Writer
+from service.models import (
+    FactAccepted,
+    FactHistory,
+    FactIn,
+    FactList,
+    FactPatch,
+    error_responses,
+)
+from service.response import ResponseService
+
+FactIdPath = Annotated[str, Path(pattern=r"^[0-9a-f-]{36}$", description="the fact's id")]
+UserIdPath = Annotated[str, Path(max_length=128)]
+READ = error_responses(401, 403, 404, 422, 429)
+WRITE = error_responses(401, 403, 404, 409, 413, 422, 429, 503)
+
+
+def add_fact_routes(app: FastAPI, service: ResponseService) -> None:
+    async def book_of(ref: str) -> FactBook:
+        if await service.forgetting(ref):
+            return FactBook(user_id=ref)
+        book = await service.deps.repo.load_fact_book(ref)
+        if book is not None:
+            return book
+        at = datetime.fromtimestamp(service.deps.clock.now(), UTC)
+        return book_from_persona(await service.deps.repo.load_persona(ref), at)
+
+    async def known(ref: str, fid: str) -> Fact:
+        for fact in (await book_of(ref)).facts:
+            if fact.fact_id == fid:
+                return fact
+        raise NotFound(f"no fact {fid} in this user's memory")
+
+    async def send(ref: str, op: str, fid: str, **fields: Any) -> dict[str, str]:
+        edit = FactEdit(
+            user_id=ref,
+            edit_id=uuid.uuid4().hex,
+            op=op,
+            fact_id=fid,
+            at=round(service.deps.clock.now(), 3),
+            **fields,
+        )
+        await service.send_fact_edit(edit)
+        return {"fact_id": fid}
+
+    @app.get("/v1/users/{user_id}/facts", response_model=FactList, responses=READ)
+    async def list_facts(
+        user_id: UserIdPath,
+        who: Reader,
+        kind: FactKindName | None = None,
+        include_superseded: bool = False,
+        limit: Annotated[int, Query(ge=1, le=500)] = 100,
+        cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,6}$")] = None,
+    ) -> dict[str, Any]:
+        """The user's facts, newest first: current ones, and with ``include_superseded``
+        those updated since (kept for audit). ``cursor``: from the previous page."""
+        book = await book_of(who.user(user_id))
+        facts = [
+            fact
+            for fact in reversed(book.facts)
+            if (kind is None or fact.kind == kind) and (include_superseded or fact.current)
+        ]
+        start = int(cursor or 0)
+        page = facts[start : start + limit]
+        more = start + limit < len(facts)
+        return {
+            "facts": [fact.model_dump(mode="json") for fact in page],
+            "next_cursor": str(start + limit) if more else None,
+        }
+
+    @app.post(
+        "/v1/users/{user_id}/facts",
+        status_code=202,
+        response_model=FactAccepted,
+        responses=WRITE,
+    )
+    async def add_fact(user_id: UserIdPath, body: FactIn, who: Writer) -> dict[str, str]:
+        """Add a fact (source "api"); ``pinned`` keeps it from supersession and ageing out."""
+        ref = who.user(user_id)
+        if body.assistant_id is not None and body.kind != "agent_trait":
+            raise InvalidEvent("assistant_id is for agent traits only", field="assistant_id")
+        scope = body.assistant_id if body.kind == "agent_trait" else None
+        fid = fact_id(ref, KINDS[body.kind], body.text, scope)
+        return await send(
+            ref,
+            "add",
+            fid,
+            fact_kind=body.kind,
+            text=body.text,
+            pinned=body.pinned,
+            assistant_id=scope,
+        )
+
+    @app.patch(
+        "/v1/users/{user_id}/facts/{fact_id}",
+        status_code=202,
+        response_model=FactAccepted,
+        responses=WRITE,
+    )
+    async def edit_fact(
+        user_id: UserIdPath, fact_id: FactIdPath, body: Annotated[FactPatch, Body()], who: Writer
+    ) -> dict[str, str]:
+        """Correct a fact's text, or pin or unpin it; it keeps its id."""
+        if body.text is None and body.pinned is None:
+            raise InvalidEvent("give text, pinned or both", field="body")
+        ref = who.user(user_id)
+        await known(ref, fact_id)
+        return await send(ref, "edit", fact_id, text=body.text, pinned=body.pinned)
+
+    @app.delete(
+        "/v1/users/{user_id}/facts/{fact_id}",
+        status_code=202,
+        response_model=FactAccepted,
+        responses=WRITE,
+    )
+    async def delete_fact(user_id: UserIdPath, fact_id: FactIdPath, who: Writer) -> dict[str, str]:
+        """Delete one fact: never served, never extracted again from the turns it came from."""
+        ref = who.user(user_id)
+        await known(ref, fact_id)
+        return await send(ref, "delete", fact_id)
+
+    @app.get(
+        "/v1/users/{user_id}/facts/{fact_id}/history",
+        response_model=FactHistory,
+        responses=READ,
+    )
+    async def fact_history(user_id: UserIdPath, fact_id: FactIdPath, who: Reader) -> dict[str, Any]:
+        """Every change of the fact, oldest first, with its time and source."""
+        book = await book_of(who.user(user_id))
+        changes = book.history.get(fact_id)
+        if changes is None:
+            if any(fact.fact_id == fact_id for fact in book.facts):
+                changes = []  # stored before facts had histories
+            else:
+                raise NotFound(f"no fact {fact_id} in this user's memory")
+        return {"fact_id": fact_id, "changes": [c.model_dump(mode="json") for c in changes]}
