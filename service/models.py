@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from schemas.facts import FactText
 from schemas.tenants import TENANT_PATTERN, Scope
 
 
@@ -330,20 +331,20 @@ class FactList(BaseModel):
 
 class FactIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    text: str = Field(min_length=1, max_length=1000)
+    text: FactText
     kind: FactKindName = "user_knowledge"
     assistant_id: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
         description="agent traits only: the assistant they describe (none: the default one)",
     )
-    pinned: bool = False
+    pinned: StrictBool = False
 
 
 class FactPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    text: str | None = Field(None, min_length=1, max_length=1000)
-    pinned: bool | None = None
+    text: FactText | None = None
+    pinned: StrictBool | None = None
 
 
 class FactAccepted(BaseModel):

@@ -240,6 +240,7 @@ class Pipeline:
                 deps,
                 self._send(MTM),
                 self._runner("persona", lambda raw, _: decode(PersonaInput, raw), by_root),
+                self.journal,
             ),
         }
 
