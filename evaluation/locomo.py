@@ -101,11 +101,13 @@ async def evaluate(
     async with fresh_stack(settings, STOP_DRAIN_S, prefix="memoryos-locomo-") as stack:
         ingest = await ingest_all(stack, samples, started, progress)
         records = await ask_all(stack, samples, k, started, progress, modes)
+        facts = await fact_counts(stack, samples)
         run_settings = stack.settings
         assert stack.deps is not None
         embedder = stack.deps.embedder.name  # what the store recorded: which vectors ran
     summary = samples_meta(samples, source, k, run_settings, ingest, embedder)
     summary |= summarise(records, modes, holdout)
+    summary["facts"] = facts
     summary["elapsed_s"] = round(time.perf_counter() - started, 1)
     write_outputs(out, records, summary)
     log.info("wrote %s/retrieval.jsonl, summary.md, summary.json", out)
@@ -232,6 +234,25 @@ async def verify_counts(stack: Stack, samples: Sequence[Sample], report: IngestR
     report.mismatched = sorted(pending)
     for user_id in report.mismatched:
         log.error("ingest incomplete for %s: %s", user_id, report.stored[user_id])
+
+
+async def fact_counts(stack: Stack, samples: Sequence[Sample]) -> dict[str, dict[str, int]]:
+    """Per sample, once the questions' visits have been absorbed: the facts the persona stage
+    holds, current and superseded (an update said later in the conversation), of each kind."""
+    assert stack.deps is not None
+    await stack.wait_idle(COUNT_TIMEOUT_S)
+    counts: dict[str, dict[str, int]] = {}
+    for sample in samples:
+        book = await stack.deps.repo.load_fact_book(sample.user_id)
+        held = book.facts if book is not None else []
+        counts[sample.sample_id] = {
+            f"{kind}_{state}": sum(
+                1 for f in held if f.kind == kind and f.current == (state == "current")
+            )
+            for kind in ("user_knowledge", "agent_trait")
+            for state in ("current", "superseded")
+        }
+    return counts
 
 
 # --- questions ---

@@ -111,6 +111,7 @@ def render(summary: dict[str, Any]) -> str:
         + (f" (MISMATCH: {ingest['mismatched_users']})" if ingest["mismatched_users"] else "")
         + f". Whole run {summary['elapsed_s']} s.",
         "",
+        *_fact_lines(summary.get("facts", {})),
         "## Evidence recall (%), turn level",
         "",
         "| retriever | pages | "
@@ -168,3 +169,21 @@ def render(summary: dict[str, Any]) -> str:
             "BLEU-1: clipped unigram precision with brevity penalty.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _fact_lines(facts: dict[str, dict[str, int]]) -> list[str]:
+    """Facts held after the run: current, and superseded by a later statement."""
+    if not facts:
+        return []
+    lines = [
+        "## Facts held (persona stage)",
+        "",
+        "| sample | user knowledge | superseded | agent traits | superseded |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for sample, n in facts.items():
+        lines.append(
+            f"| {sample} | {n['user_knowledge_current']} | {n['user_knowledge_superseded']} "
+            f"| {n['agent_trait_current']} | {n['agent_trait_superseded']} |"
+        )
+    return [*lines, ""]
