@@ -36,6 +36,7 @@ from adapters.ports import (
 )
 from adapters.repository import (
     ASSISTANTS,
+    FACTS_DOC,
     FORGOTTEN_DOC,
     HEAT_DOC,
     PAIRING_DOC,
@@ -51,6 +52,7 @@ from memory.persona import FactKind
 from memory.text import lexical_vector
 from schemas.codec import describe
 from schemas.errors import InvalidEvent, StoreError
+from schemas.facts import FactBook
 from schemas.records import Page, Persona, Segment
 from schemas.tenants import reference, tenant_of, user_of
 from schemas.turn import ID_PATTERN
@@ -224,7 +226,7 @@ def _expected_id(collection: str, payload: Mapping[str, Any], tenant: str, numbe
         if not isinstance(kind, str) or kind in _DELETE_RECORDS or kind.startswith(KEY_DOC):
             _refuse(number, "a document that is not imported (a DELETE's record or a data key)")
         try:
-            _check_doc(kind, doc_data(payload))
+            _check_doc(kind, doc_data(payload), owner)
         except (StoreError, ValueError, TypeError, KeyError, AttributeError) as exc:
             _refuse(number, f"the {kind} document is not one this version reads: {exc}")
         return ids.point_id(owner, "doc", kind)
@@ -257,7 +259,7 @@ def _expected_id(collection: str, payload: Mapping[str, Any], tenant: str, numbe
 _PLACE = ("tier", "segment_id")
 
 
-def _check_doc(kind: str, data: dict[str, Any]) -> None:
+def _check_doc(kind: str, data: dict[str, Any], owner: str) -> None:
     """The documents the stages read back, read as they read them (ValueError if not)."""
     if kind == HEAT_DOC:
         MidTermState.from_dict(data)
@@ -265,6 +267,8 @@ def _check_doc(kind: str, data: dict[str, Any]) -> None:
         Persona.model_validate(data)
     elif kind == PAIRING_DOC:
         PairingState.from_dict(data)
+    elif kind == FACTS_DOC and FactBook.model_validate(data).user_id != owner:
+        raise ValueError("a facts document names another user")
 
 
 def heat_references(data: Mapping[str, Any]) -> tuple[set[str], set[str]]:
