@@ -83,12 +83,20 @@ async def test_an_export_rebuilds_the_same_memory_in_a_fresh_stack(tmp_path: Pat
             return all(len(d["short_term"]) == 3 and len(d["mid_term"]) >= 1 for d in docs)
 
         await eventually(settled, timeout_s=120)
+        async with http(source, writer) as client:
+            for user in SAID:  # a fact added, then corrected: its id stays, its text changes
+                reply = await client.post(f"/v1/users/{user}/facts", json={"text": "I bike."})
+                fid = reply.json()["fact_id"]
+                await eventually(lambda u=user, f=fid: _fact(source, writer, u, f))
+                await client.patch(f"/v1/users/{user}/facts/{fid}", json={"text": f"{user} bikes."})
+                await eventually(lambda u=user: _fact(source, writer, u, None, f"{u} bikes."))
         async with http(source, key) as client:
             await client.put("/v1/assistants/bot/profile", json={"name": "Acme bot"})
         async with http(source, writer) as client:
             await eventually(lambda: _listed(source, key, "gone"))
             assert (await client.delete("/v1/users/gone")).status_code == 200
             before = {u: (await client.get(f"/v1/users/{u}/memory")).json() for u in SAID}
+            facts_before = {u: await _facts(client, u) for u in SAID}
         url = f"http://127.0.0.1:{source.port}"
         code, exported = await cli("export", "--url", url, "--key", key)
         assert code == 0
@@ -111,11 +119,14 @@ async def test_an_export_rebuilds_the_same_memory_in_a_fresh_stack(tmp_path: Pat
             assert said.startswith(f"imported {len(lines) - 1} points")
         async with http(target, key) as client:
             after = {u: (await client.get(f"/v1/users/{u}/memory")).json() for u in SAID}
+            facts_after = {u: await _facts(client, u) for u in SAID}
             bot = (await client.get("/v1/assistants/bot/profile")).json()
             users = (await client.get("/v1/users")).json()["users"]
     for user in SAID:
         assert comparable(after[user]) == comparable(before[user])
         assert after[user]["persona"]["profile"] == {"city": f"{user}-city"}
+    assert facts_after == facts_before
+    assert all(any(f["text"] == f"{u} bikes." for f in facts_after[u]) for u in SAID)
     assert bot["profile"] == {"name": "Acme bot"}
     assert users == sorted(SAID)
 
@@ -123,3 +134,14 @@ async def test_an_export_rebuilds_the_same_memory_in_a_fresh_stack(tmp_path: Pat
 async def _listed(stack: Stack, key: str, user: str) -> bool:
     async with http(stack, key) as client:
         return user in (await client.get("/v1/users")).json()["users"]
+
+
+async def _facts(client: httpx.AsyncClient, user: str) -> Any:
+    reply = await client.get(f"/v1/users/{user}/facts", params={"include_superseded": "true"})
+    return reply.json()["facts"]
+
+
+async def _fact(stack: Stack, key: str, user: str, fid: str | None, text: str = "") -> bool:
+    async with http(stack, key) as client:
+        facts = await _facts(client, user)
+    return any(f["fact_id"] == fid or f["text"] == text for f in facts)
