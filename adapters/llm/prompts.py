@@ -280,7 +280,8 @@ def persona(known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
     """The user-traits, user-knowledge and assistant-knowledge prompts as one call: the three
     analyses read the same dialogue, so one reply in three sections replaces three calls.
     ``facts``: the user's current facts, numbered, so a new fact can name those it updates."""
-    traits, facts, agent = (f"[{name}]" for name in PERSONA_SECTIONS)
+    numbered = _known_facts(facts)
+    traits, knowledge, agent = (f"[{name}]" for name in PERSONA_SECTIONS)
     system = (
         f"You are a {TASK_MARKERS['persona']}. From one user-AI dialogue you produce three "
         "analyses, each under its own header, and nothing else."
@@ -293,14 +294,14 @@ def persona(known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
         f"\n\nThe dimensions:\n\n{_format_dimensions()}\n\n"
         "Known user personality (update based on this):\n"
         f"{_format_known(known)}\n\n"
-        f"{facts}\nExtract ONLY explicit statements by the user about themselves (facts, events, "
+        f"{knowledge}\nExtract ONLY explicit statements by the user about themselves (facts, events, "
         "plans, preferences, people, possessions) as concise first-person '- fact' lines, with "
         'the time and event where the conversation gives them, or "None".'
-        f"{_known_facts(facts)}\n\n"
+        f"{numbered}\n\n"
         f"{agent}\nExtract ONLY explicit statements about the assistant's identity or knowledge "
         "as concise first-person '- fact' lines with time and event, or \"None\".\n\n"
         "Reply in exactly this shape:\n"
-        f"{traits}\nDimension: Level [Reason: ...]\n{facts}\n- [Fact 1]\n{agent}\n- None\n\n"
+        f"{traits}\nDimension: Level [Reason: ...]\n{knowledge}\n- [Fact 1]\n{agent}\n- None\n\n"
         f"Conversation:\n{dialogue}"
     )
     return system, user

@@ -200,3 +200,14 @@ def test_persona_refuses_a_missing_or_unreadable_section() -> None:
         parse_persona("[User Traits]\nNone\n[User Knowledge]\n- I ski.", {})
     with pytest.raises(LLMUnparseable):  # a section with neither facts nor "None"
         parse_persona("[User Traits]\nNone\n[User Knowledge]\n\n[Assistant Knowledge]\nNone", {})
+
+
+def test_persona_reads_which_known_facts_a_new_one_updates() -> None:
+    reply = (
+        "[User Traits]\nNone\n[User Knowledge]\n- I live in Paris (updates 2)\n"
+        "- I have a cat named Rex (updates 1, 9).\n- I ski.\n[Assistant Knowledge]\nNone"
+    )
+    found = parse_persona(reply, {}, known_facts=3)
+    assert found.user_knowledge == ["I live in Paris", "I have a cat named Rex", "I ski."]
+    assert found.user_updates == [(2,), (1,), ()], "numbers beyond the known facts are ignored"
+    assert parse_persona(reply, {}).user_updates == [(), (), ()], "no known facts: none named"
