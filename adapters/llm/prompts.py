@@ -294,9 +294,9 @@ def persona(known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
         f"\n\nThe dimensions:\n\n{_format_dimensions()}\n\n"
         "Known user personality (update based on this):\n"
         f"{_format_known(known)}\n\n"
-        f"{knowledge}\nExtract ONLY explicit statements by the user about themselves (facts, events, "
-        "plans, preferences, people, possessions) as concise first-person '- fact' lines, with "
-        'the time and event where the conversation gives them, or "None".'
+        f"{knowledge}\nExtract ONLY explicit statements by the user about themselves (facts, "
+        "events, plans, preferences, people, possessions) as concise first-person '- fact' "
+        'lines, with the time and event where the conversation gives them, or "None".'
         f"{numbered}\n\n"
         f"{agent}\nExtract ONLY explicit statements about the assistant's identity or knowledge "
         "as concise first-person '- fact' lines with time and event, or \"None\".\n\n"
