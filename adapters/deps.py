@@ -11,6 +11,7 @@ from adapters.metrics import Metrics
 from adapters.ports import LLM, Clock, Embedder, VectorStore
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
+from adapters.token_budget import TokenBudget
 
 Send = Callable[..., Awaitable[Any]]
 
@@ -24,6 +25,7 @@ class Deps:
     repo: MemoryRepository
     clock: Clock
     metrics: Metrics
+    budget: TokenBudget | None = None  # LLM tokens per tenant per day (wiring builds it)
     keyring: Keyring = field(init=False)  # the users' data keys: crypto-shredding
 
     def __post_init__(self) -> None:

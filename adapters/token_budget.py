@@ -5,7 +5,9 @@ the user whose events they handle, the service for the user it answers. The back
 each call's tokens (``charge``). Once a tenant has spent its day's budget:
 - ``respond`` is refused (``BudgetExhausted``: HTTP 429 with the seconds to the next UTC day);
 - the pipeline's LLM work for that tenant waits for the next day (``BudgetedLLM``): it is
-  deferred, not dropped. The user's later events wait behind it, in order; other tenants go on.
+  deferred, not dropped. The user's later events wait behind it, in order; other tenants go on:
+  a stage that runs work under ``setting_aside`` has the waiting work set aside, so it holds
+  none of the places that bound the work in flight (``agents/runtime.py``).
 Counts are kept per process and per UTC day (the day's alone: bounded by the tenants).
 """
 
@@ -15,6 +17,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from typing import Any
 
@@ -28,6 +31,8 @@ from schemas.tenants import DEFAULT_TENANT, tenant_of
 DAY_S = 86_400
 MAX_TENANT_LABELS = 100
 _TENANT: ContextVar[str] = ContextVar("memoryos_tenant", default=DEFAULT_TENANT)
+SetAside = Callable[[], AbstractAsyncContextManager[None]]
+_SET_ASIDE: ContextVar[SetAside | None] = ContextVar("memoryos_set_aside", default=None)
 
 
 @contextlib.contextmanager
@@ -42,6 +47,16 @@ def acting_for(user_ref: str) -> Iterator[None]:
 
 def current_tenant() -> str:
     return _TENANT.get()
+
+
+@contextlib.contextmanager
+def setting_aside(aside: SetAside) -> Iterator[None]:
+    """Work inside that waits for a tenant's budget enters ``aside()`` while it waits."""
+    token = _SET_ASIDE.set(aside)
+    try:
+        yield
+    finally:
+        _SET_ASIDE.reset(token)
 
 
 class TokenBudget:
@@ -83,11 +98,15 @@ class TokenBudget:
 
     async def wait_until_open(self, tenant: str) -> None:
         """Until the tenant may spend again: at once, or the next UTC day."""
-        if self.over(tenant) and self.metrics is not None:
+        if not self.over(tenant):
+            return
+        if self.metrics is not None:
             self.metrics.llm_deferred.labels(tenant=self._label(tenant)).inc()
-        # Polled, not awaited on an event: the day turns with the clock, not with a write.
-        while self.over(tenant):  # noqa: ASYNC110
-            await asyncio.sleep(max(0.0, min(self.poll_s, self.seconds_to_next_day())))
+        aside = _SET_ASIDE.get()
+        async with aside() if aside is not None else contextlib.nullcontext():
+            # Polled, not awaited on an event: the day turns with the clock, not with a write.
+            while self.over(tenant):  # noqa: ASYNC110
+                await asyncio.sleep(max(0.0, min(self.poll_s, self.seconds_to_next_day())))
 
     def _today(self) -> int:
         return int(self.clock() // DAY_S)

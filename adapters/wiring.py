@@ -101,6 +101,7 @@ async def build_deps(
         repo=repo,
         clock=clock or SystemClock(),
         metrics=metrics,
+        budget=budget,
     )
 
 

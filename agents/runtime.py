@@ -13,13 +13,14 @@ offset never moves past an event that went nowhere.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import re
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -29,7 +30,7 @@ from faust.streams import _current_event
 from adapters import tracing
 from adapters.keyring import Keyring, Opened, is_sealed
 from adapters.metrics import Metrics
-from adapters.token_budget import acting_for
+from adapters.token_budget import acting_for, setting_aside
 from agents.policy import ErrorPolicy, Verdict
 from schemas.accept import Accepted
 from schemas.errors import InvalidEvent
@@ -44,6 +45,9 @@ MAX_RECORD_BYTES = 256 * 1024  # a valid turn is at most ~50 KB; anything far la
 MAX_DEAD_LETTER_BYTES = 900 * 1024  # under the producer's 1 MB request limit
 DEAD_LETTER_PREFIX = 1024
 DEAD_LETTER_RETRY_S = (0.2, 1.0, 5.0)
+# places for work set aside while its tenant's LLM budget is spent, per place of max_pending
+PARKED_FACTOR = 8
+SHARED, PARKED = "shared", "parked"
 _USER_ID = re.compile(USER_REF_PATTERN.strip("^$"))
 
 
@@ -421,6 +425,12 @@ class KeyedDispatcher(Generic[Work]):
     ``handle_run`` gets up to ``run_max`` of a key's queued events at once, in order: a stage
     can then share one LLM call among a user's pending pages. Without it each work item is an
     awaitable factory, called in turn.
+
+    Work that waits for its tenant's LLM budget (the next day) is set aside: while it waits,
+    it and the events queued behind it give their places back, and the key's new events take
+    places of their own (``PARKED_FACTOR`` times ``max_pending`` in all), so a spent tenant
+    cannot fill the places every tenant shares. Past that bound the consumer waits, as it does
+    when ``max_pending`` is reached.
     """
 
     def __init__(
@@ -432,7 +442,9 @@ class KeyedDispatcher(Generic[Work]):
         if run_max < 1:
             raise ValueError(f"run_max must be >= 1, got {run_max}")
         self._slots = asyncio.Semaphore(max_pending)
-        self._queues: dict[str, deque[Work]] = {}
+        self._parked_slots = asyncio.Semaphore(max_pending * PARKED_FACTOR)
+        self._parked: set[str] = set()  # keys whose run waits aside
+        self._queues: dict[str, deque[tuple[Work, str]]] = {}  # each work with its place
         self._tasks: set[asyncio.Task[None]] = set()
         self._handle_run = handle_run or _call_each
         self._run_max = run_max
@@ -442,12 +454,17 @@ class KeyedDispatcher(Generic[Work]):
         return len(self._queues)
 
     async def submit(self, key: str, work: Work) -> None:
-        await self._slots.acquire()
+        if key in self._parked:
+            await self._parked_slots.acquire()
+            place = PARKED
+        else:
+            await self._slots.acquire()
+            place = SHARED
         queue = self._queues.get(key)
         if queue is not None:
-            queue.append(work)  # behind the user's earlier events
+            queue.append((work, place))  # behind the user's earlier events
             return
-        self._queues[key] = deque([work])
+        self._queues[key] = deque([(work, place)])
         task = asyncio.create_task(self._drain(key))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -456,20 +473,45 @@ class KeyedDispatcher(Generic[Work]):
         queue = self._queues[key]
         try:
             while queue:
-                run = list(itertools.islice(queue, self._run_max))
+                run = [work for work, _ in itertools.islice(queue, self._run_max)]
                 try:
-                    await self._handle_run(run)
+                    with setting_aside(lambda: self._aside(key)):
+                        await self._handle_run(run)
                 except Exception:
                     # The runner dead-letters every failure; reaching here is a bug, and it
                     # must not strand the rest of this user's queue.
                     log.exception("unexpected error in the work of %r", key)
                 finally:
                     for _ in run:
-                        queue.popleft()
-                        self._slots.release()
+                        _, place = queue.popleft()
+                        self._release(place)
         finally:
             # No await between the empty check and this: a submit cannot slip in between.
             del self._queues[key]
+
+    def _release(self, place: str) -> None:
+        (self._slots if place == SHARED else self._parked_slots).release()
+
+    @contextlib.asynccontextmanager
+    async def _aside(self, key: str) -> AsyncIterator[None]:
+        """The key's run waits (its tenant's budget): while it waits, its events and those
+        queued behind it move from the shared places to the parked ones (as many as are
+        free), and the key's new events take parked places. Nested waits of one run (calls
+        made together) set it aside once."""
+        if key in self._parked:
+            yield
+            return
+        self._parked.add(key)
+        queue = self._queues[key]
+        for index, (work, place) in enumerate(queue):
+            if place == SHARED and not self._parked_slots.locked():
+                await self._parked_slots.acquire()  # free: no wait
+                queue[index] = (work, PARKED)
+                self._slots.release()
+        try:
+            yield
+        finally:
+            self._parked.discard(key)
 
     async def join(self) -> None:
         """Wait until everything submitted so far is finished."""

@@ -70,6 +70,9 @@ class Reconciler:
     clock: Clock = field(default_factory=SystemClock)
     keyring: Keyring | None = None  # the stages' (one cache per process); made if not given
     metrics: Metrics | None = None
+    # a user whose tenant has spent its LLM tokens of the day: their work waits in the stages
+    # already, and a copy sent again would wait beside it (and be charged again next day)
+    paused: Callable[[str], bool] = field(default=lambda _: False)
     _seen: set[str] = field(default_factory=set)
     # the newest journal seqs the last pass read (turns, messages): the stack's catch-up
     # sends what was journaled after them
@@ -143,18 +146,27 @@ class Reconciler:
             len(settled), [e for e in entries if e.seq in done and e.page_id not in stored]
         )
         for entry in entries:
-            if entry.seq not in done and due(f"turn:{entry.seq}"):
+            if (
+                entry.seq not in done
+                and not self.paused(entry.user_id)
+                and due(f"turn:{entry.seq}")
+            ):
                 await self.send(TURNS, user_key(entry.user_id), entry.value)
                 owed.turns += 1
         for entry in messages:
             # settled by the pairing stage once stored; owed only if still here a pass later
-            if entry.user_id not in forgetting and due(f"message:{entry.seq}"):
+            if (
+                entry.user_id not in forgetting
+                and not self.paused(entry.user_id)
+                and due(f"message:{entry.seq}")
+            ):
                 await self.send(MESSAGES, user_key(entry.user_id), entry.value)
                 owed.messages += 1
         owed.fact_edits = await self._resend_fact_edits(forgetting, due)
         owed.ticks = await self._tick_waiting(forgetting, everything)
         for page in await self.repo.leaving_pages():
-            if page.user_id not in forgetting and due(f"page:{page.page_id}"):
+            paused = self.paused(page.user_id)
+            if page.user_id not in forgetting and not paused and due(f"page:{page.page_id}"):
                 keyring = self.keyring
                 assert keyring is not None  # made in __post_init__
                 gen = await keyring.current(page.user_id)
@@ -174,7 +186,9 @@ class Reconciler:
         assert keyring is not None  # made in __post_init__
         sent = 0
         for entry in await self.journal.pending_fact_edits(limit=JOURNAL_READ):
-            if entry.user_id in forgetting or not due(f"fact:{entry.seq}"):
+            if entry.user_id in forgetting or self.paused(entry.user_id):
+                continue
+            if not due(f"fact:{entry.seq}"):
                 continue
             gen = await keyring.current(entry.user_id)
             sealed = await keyring.seal(entry.user_id, gen, entry.value)

@@ -9,7 +9,7 @@ import errno
 import itertools
 import logging
 import socket
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 import aiorwlock
@@ -26,8 +26,10 @@ from adapters.native_memory import limit_arenas, release_forever
 from adapters.settings import LOOPBACK, Settings
 from adapters.store_vacuum import vacuum_forever
 from adapters.stores import unshared_store
+from adapters.token_budget import TokenBudget
 from adapters.wiring import build_deps, close_deps
 from schemas.errors import ConfigError
+from schemas.tenants import tenant_of
 from schemas.topics import MESSAGES, PIPELINE_TOPICS, TURNS, user_key
 from service.http import create_http_app
 from service.response import ResponseService
@@ -281,6 +283,7 @@ class Stack:
             clock=self.deps.clock,
             keyring=self.deps.keyring,
             metrics=self.deps.metrics,
+            paused=_spent(self.deps.budget),
         )
         await self.reconciler.start()
         self.lag = LagProbe(
@@ -548,3 +551,10 @@ class Stack:
             await asyncio.wait_for(step, timeout_s)
         except Exception as exc:
             log.warning("stop: %s failed or timed out: %r", what, exc)
+
+
+def _spent(budget: TokenBudget | None) -> Callable[[str], bool]:
+    """Whether a user's tenant has spent its LLM tokens of the day."""
+    if budget is None:
+        return lambda _: False
+    return lambda user: budget.over(tenant_of(user))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from adapters.token_budget import TokenBudget, acting_for, current_tenant
 from agents.runtime import KeyedDispatcher
 
 
@@ -96,3 +97,37 @@ async def test_a_key_s_queued_events_come_in_runs_in_order() -> None:
     assert by_key["a"] == [[("a", 0)], [("a", 1), ("a", 2), ("a", 3)], [("a", 4), ("a", 5)]]
     assert by_key["b"] == [[("b", 0)]]
     assert dispatcher.pending_users == 0
+
+
+async def test_work_waiting_for_a_spent_tenant_gives_its_places_to_the_other_tenants() -> None:
+    """acme has spent its LLM tokens of the day: its users' events wait for the next day, in
+    their users' order, and zeta's pass them, though acme's waiting events outnumber every
+    shared place."""
+    now = [0.0]
+    budget = TokenBudget(100, clock=lambda: now[0], poll_s=0.01)
+    budget.charge(100, tenant="acme")
+    dispatcher = KeyedDispatcher(max_pending=4)
+    done: list[str] = []
+
+    def work(user: str, index: int) -> object:
+        async def run() -> None:
+            with acting_for(user):
+                await budget.wait_until_open(current_tenant())
+            done.append(f"{user}#{index}")
+
+        return run
+
+    acme = [(f"acme/u{n % 6}", n) for n in range(20)]  # 6 users, 20 events: 5x the places
+    for user, index in acme:
+        await asyncio.wait_for(dispatcher.submit(user, work(user, index)), 1.0)  # type: ignore[arg-type]
+    for n in range(8):
+        await asyncio.wait_for(dispatcher.submit(f"zeta/u{n}", work(f"zeta/u{n}", n)), 1.0)  # type: ignore[arg-type]
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert sorted(done) == sorted(f"zeta/u{n}#{n}" for n in range(8))
+    now[0] = 86_400.0  # the next day: acme's work goes on, each user's in order
+    await asyncio.wait_for(dispatcher.join(), 5.0)
+    for user in {user for user, _ in acme}:
+        mine = [entry for entry in done if entry.startswith(user + "#")]
+        assert mine == [f"{user}#{index}" for u, index in acme if u == user]
+    assert dispatcher._slots._value == 4, "every shared place is back"

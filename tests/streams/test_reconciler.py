@@ -190,6 +190,9 @@ class NoJournalLike:
     async def pending_messages(self, limit: int = 10_000, after: int = 0) -> list[Any]:
         return []
 
+    async def pending_fact_edits(self, limit: int = 10_000, after: int = 0) -> list[Any]:
+        return []
+
     async def settle(self, seqs: Any) -> None:
         return None
 
@@ -208,3 +211,29 @@ async def test_a_worker_restart_with_a_persona_job_queued_sends_its_pages_once()
     await pipeline.drain(until=MTM_TOPIC)
     sent = [page for _, pages in persona_jobs(pipeline) for page in pages]
     assert len(sent) == len(set(sent)), "pages of a job still queued were sent again"
+
+
+async def test_a_tenant_that_spent_its_tokens_gets_no_copies_of_its_waiting_work(
+    tmp_path: Path,
+) -> None:
+    """acme's turns wait for the next day in the stages already: a pass sends no second copy
+    (each would hold a place, and be charged again when the day turns); zeta's owed turns go."""
+    pipeline = Pipeline(await make_deps())
+    service = await service_for(pipeline, tmp_path)
+    await service.add_turns([turn("acme/ann", 1), turn("zeta/bob", 1)])
+    pipeline.topics.clear()  # both sends lost: both turns owed
+    spent = {"acme"}
+    reconciler = Reconciler(
+        pipeline.deps.repo,
+        service.journal,
+        pipeline.send,
+        paused=lambda user: user.split("/")[0] in spent,
+    )
+    owed = await reconciler.start()
+    assert owed.turns == 1
+    sent = [record.key for record in pipeline.topics[TURNS]]
+    assert sent == [b"zeta/bob"]
+    spent.clear()  # the next day
+    await reconciler.run_pass()
+    await reconciler.run_pass()  # owed at two passes in a row: sent
+    assert b"acme/ann" in [record.key for record in pipeline.topics[TURNS]]
