@@ -116,7 +116,7 @@ class Reconciler:
         # A user being forgotten keeps every journaled turn until the marker has passed:
         # a marker sent again purges what those turns wrote, so they must follow it again.
         for user_id, at in forgetting.items():
-            if self.embedded and due(f"forget:{user_id}:{at}"):
+            if self.embedded and not self.paused(user_id) and due(f"forget:{user_id}:{at}"):
                 marker = dumps(ForgetUser(user_id=user_id, at=at))
                 await self.send(TURNS, user_key(user_id), marker)
                 await self.send(MESSAGES, user_key(user_id), marker)
