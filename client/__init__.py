@@ -7,6 +7,7 @@ from client.aio import AsyncMemoryClient
 from client.errors import (
     APIError,
     BadRequest,
+    Conflict,
     ConnectionFailed,
     Forbidden,
     InvalidInput,
@@ -23,6 +24,7 @@ __all__ = [
     "APIError",
     "AsyncMemoryClient",
     "BadRequest",
+    "Conflict",
     "ConnectionFailed",
     "Forbidden",
     "InvalidInput",

@@ -16,6 +16,9 @@ from service.models import (
     AssistantProfile,
     BatchAccepted,
     Deleted,
+    FactAccepted,
+    FactHistory,
+    FactList,
     KeyCreated,
     KeyList,
     KeyOut,
@@ -138,6 +141,41 @@ def get_memory(user_id: str) -> Call[MemoryResponse]:
 
 def forget_user(user_id: str) -> Call[Deleted]:
     return Call("DELETE", f"/v1/users/{_id(user_id)}", _model(Deleted))
+
+
+def list_facts(
+    user_id: str, kind: str | None, include_superseded: bool, limit: int | None, cursor: str | None
+) -> Call[FactList]:
+    params = _present(kind=kind, limit=limit, cursor=cursor)
+    if include_superseded:
+        params["include_superseded"] = "true"
+    query = "&".join(f"{key}={_id(str(value))}" for key, value in params.items())
+    path = f"/v1/users/{_id(user_id)}/facts" + (f"?{query}" if query else "")
+    return Call("GET", path, _model(FactList))
+
+
+def add_fact(
+    user_id: str, text: str, kind: str, assistant_id: str | None, pinned: bool
+) -> Call[FactAccepted]:
+    body = _present(text=text, kind=kind, assistant_id=assistant_id, pinned=pinned)
+    return Call("POST", f"/v1/users/{_id(user_id)}/facts", _model(FactAccepted), body)
+
+
+def edit_fact(
+    user_id: str, fact_id: str, text: str | None, pinned: bool | None
+) -> Call[FactAccepted]:
+    path = f"/v1/users/{_id(user_id)}/facts/{_id(fact_id)}"
+    return Call("PATCH", path, _model(FactAccepted), _present(text=text, pinned=pinned))
+
+
+def delete_fact(user_id: str, fact_id: str) -> Call[FactAccepted]:
+    path = f"/v1/users/{_id(user_id)}/facts/{_id(fact_id)}"
+    return Call("DELETE", path, _model(FactAccepted))
+
+
+def fact_history(user_id: str, fact_id: str) -> Call[FactHistory]:
+    path = f"/v1/users/{_id(user_id)}/facts/{_id(fact_id)}/history"
+    return Call("GET", path, _model(FactHistory))
 
 
 def set_user_profile(user_id: str, profile: Mapping[str, Any]) -> Call[UserProfile]:

@@ -41,7 +41,13 @@ class Forbidden(APIError):
 
 
 class NotFoundError(APIError):
-    """404: no such route (is the URL the memory service's?)."""
+    """404: no such route (is the URL the memory service's?), or no such object in the
+    user's memory (a fact id unknown to that user)."""
+
+
+class Conflict(APIError):
+    """409: not in the user's present state: a fact edit while the user's DELETE has not
+    completed. Send it again once the DELETE is done."""
 
 
 class PayloadTooLarge(APIError):
@@ -67,6 +73,7 @@ BY_STATUS: dict[int, type[APIError]] = {
     401: Unauthorized,
     403: Forbidden,
     404: NotFoundError,
+    409: Conflict,
     413: PayloadTooLarge,
     422: InvalidInput,
     429: RateLimited,

@@ -15,6 +15,9 @@ from service.models import (
     AssistantProfile,
     BatchAccepted,
     DeletedCounts,
+    FactAccepted,
+    FactHistory,
+    FactList,
     KeyCreated,
     KeyOut,
     MemoryResponse,
@@ -126,6 +129,46 @@ class MemoryClient:
 
     def forget_user(self, user_id: str) -> DeletedCounts:
         return self._send(calls.forget_user(user_id)).deleted
+
+    # --- facts ---
+
+    def list_facts(
+        self,
+        user_id: str,
+        kind: str | None = None,
+        include_superseded: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> FactList:
+        """One page of the user's facts, newest first (``kind``: user_knowledge or
+        agent_trait); ``include_superseded`` adds the updated ones, ``next_cursor`` the next."""
+        return self._send(calls.list_facts(user_id, kind, include_superseded, limit, cursor))
+
+    def add_fact(
+        self,
+        user_id: str,
+        text: str,
+        kind: str = "user_knowledge",
+        assistant_id: str | None = None,
+        pinned: bool = False,
+    ) -> FactAccepted:
+        """Add a fact (source "api"); its fact_id. Applied in the user's order moments later."""
+        return self._send(calls.add_fact(user_id, text, kind, assistant_id, pinned))
+
+    def edit_fact(
+        self, user_id: str, fact_id: str, text: str | None = None, pinned: bool | None = None
+    ) -> FactAccepted:
+        """Correct a fact's text, or pin or unpin it; it keeps its id. ``NotFoundError``: no
+        such fact; ``Conflict``: the user's DELETE has not completed."""
+        return self._send(calls.edit_fact(user_id, fact_id, text, pinned))
+
+    def delete_fact(self, user_id: str, fact_id: str) -> FactAccepted:
+        """Delete one fact: never served, never extracted again from its turns."""
+        return self._send(calls.delete_fact(user_id, fact_id))
+
+    def fact_history(self, user_id: str, fact_id: str) -> FactHistory:
+        """Every change of the fact, oldest first."""
+        return self._send(calls.fact_history(user_id, fact_id))
 
     # --- profiles ---
 

@@ -17,7 +17,7 @@ from fastapi import Body, FastAPI, Path, Query
 
 from memory.facts import KINDS, book_from_persona
 from memory.ids import fact_id
-from schemas.errors import InvalidEvent, NotFound
+from schemas.errors import Conflict, InvalidEvent, NotFound
 from schemas.facts import Fact, FactBook, FactEdit, FactKindName
 from service.auth import Reader, Writer
 from service.models import (
@@ -28,12 +28,12 @@ from service.models import (
     FactPatch,
     error_responses,
 )
-from service.response import ResponseService
+from service.response import FORGETTING, ResponseService
 
 FactIdPath = Annotated[str, Path(pattern=r"^[0-9a-f-]{36}$", description="the fact's id")]
 UserIdPath = Annotated[str, Path(max_length=128)]
 READ = error_responses(401, 403, 404, 422, 429)
-WRITE = error_responses(401, 403, 404, 409, 413, 422, 429, 503)
+WRITE = error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503)
 
 
 def add_fact_routes(app: FastAPI, service: ResponseService) -> None:
@@ -47,6 +47,10 @@ def add_fact_routes(app: FastAPI, service: ResponseService) -> None:
         return book_from_persona(await service.deps.repo.load_persona(ref), at)
 
     async def known(ref: str, fid: str) -> Fact:
+        """The user's fact ``fid``; while a DELETE of the user completes, a 409 for every
+        write (as ``send_fact_edit`` gives), not a 404 for a fact that reads as gone."""
+        if await service.forgetting(ref):
+            raise Conflict(FORGETTING)
         for fact in (await book_of(ref)).facts:
             if fact.fact_id == fid:
                 return fact

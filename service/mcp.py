@@ -19,7 +19,7 @@ import argparse
 import hmac
 import re
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 import uvicorn
@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapters.settings import LOOPBACK, Settings
 from schemas.errors import ConfigError
+from schemas.facts import FactId, FactKindName, FactText
 from schemas.profile import Profile
 from schemas.turn import ID_PATTERN, Meta, Text
 
@@ -39,7 +40,9 @@ INSTRUCTIONS = (
     "Long-term memory (MemoryOS) for conversations, per user id. After each exchange call "
     "add_turn; before answering call retrieve_memory (or let respond answer with memory). "
     "get_memory shows everything stored for a user; forget_user deletes it. "
-    "set_user_profile and set_assistant_profile set static attributes shown in every answer."
+    "set_user_profile and set_assistant_profile set static attributes shown in every answer. "
+    "list_facts shows the facts remembered about a user, each with its fact_id; add_fact, "
+    "edit_fact and delete_fact correct them, fact_history shows how one changed."
 )
 UserId = Annotated[str, Field(description="whose memory (letters, digits, . _ : @ -)")]
 # The turn schema's own types: a bad argument is refused here, naming it, before any call.
@@ -50,6 +53,9 @@ ProfileArg = Annotated[
 AssistantArg = Annotated[
     str | None, Field(description="which assistant (its own profile and traits)")
 ]
+# The facts schema's own types, likewise: a malformed fact id never reaches a URL.
+FactIdArg = Annotated[FactId, Field(description="the fact's id (from list_facts or retrieve)")]
+FactKindArg = Annotated[FactKindName, Field(description="user_knowledge or agent_trait")]
 
 
 class MemoryAPI:
@@ -214,6 +220,74 @@ def build_server(
         return await api.call(
             "PUT", assistant_id, "/profile", profile, collection="assistants", caller=_caller(ctx)
         )
+
+    @server.tool()
+    async def list_facts(
+        user_id: UserId,
+        kind: FactKindArg | None = None,
+        include_superseded: bool = False,
+        limit: Annotated[int | None, Field(description="facts per page, 1-500")] = None,
+        cursor: Annotated[str | None, Field(description="next_cursor of the last page")] = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """The facts remembered about a user, newest first: {"facts": [{"fact_id", "kind",
+        "text", "created_at", "source", "assistant_id", "pinned", "superseded_by",
+        "superseded_at"}], "next_cursor"}. include_superseded adds facts updated since; kind
+        picks user_knowledge or agent_trait; next_cursor (null: the last page) asks for more."""
+        query = _present(kind=kind, limit=limit, cursor=cursor)
+        if include_superseded:
+            query["include_superseded"] = "true"
+        path = "/facts" + (f"?{urlencode(query)}" if query else "")
+        return await api.call("GET", user_id, path, caller=_caller(ctx))
+
+    @server.tool()
+    async def add_fact(
+        user_id: UserId,
+        text: Annotated[FactText, Field(description="the fact, 1-1000 characters")],
+        kind: FactKindArg = "user_knowledge",
+        assistant_id: Annotated[
+            str | None, Field(description="agent_trait only: which assistant it describes")
+        ] = None,
+        pinned: Annotated[bool, Field(description="never superseded, never ages out")] = False,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Add a fact about a user (its source is "api"). Returns {"fact_id"}; the persona
+        stage applies it in the user's order moments later."""
+        body = _present(text=text, kind=kind, assistant_id=assistant_id, pinned=pinned)
+        return await api.call("POST", user_id, "/facts", body, caller=_caller(ctx))
+
+    @server.tool()
+    async def edit_fact(
+        user_id: UserId,
+        fact_id: FactIdArg,
+        text: Annotated[FactText | None, Field(description="the corrected text")] = None,
+        pinned: Annotated[bool | None, Field(description="pin (true) or unpin (false)")] = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Correct a fact's text, or pin or unpin it (give text, pinned or both); it keeps its
+        id. Returns {"fact_id"}; applied in the user's order moments later."""
+        body = _present(text=text, pinned=pinned)
+        path = f"/facts/{quote(fact_id, safe='')}"
+        return await api.call("PATCH", user_id, path, body, caller=_caller(ctx))
+
+    @server.tool()
+    async def delete_fact(
+        user_id: UserId, fact_id: FactIdArg, ctx: Context | None = None
+    ) -> dict[str, Any]:
+        """Delete one fact: never served again, never extracted again from the turns it came
+        from. Returns {"fact_id"}; applied in the user's order moments later."""
+        path = f"/facts/{quote(fact_id, safe='')}"
+        return await api.call("DELETE", user_id, path, caller=_caller(ctx))
+
+    @server.tool()
+    async def fact_history(
+        user_id: UserId, fact_id: FactIdArg, ctx: Context | None = None
+    ) -> dict[str, Any]:
+        """Every change of a fact, oldest first: {"fact_id", "changes": [{"change", "at",
+        "source", "text", "superseded_by"}]} (change: extracted, added, edited, pinned,
+        unpinned, superseded or deleted)."""
+        path = f"/facts/{quote(fact_id, safe='')}/history"
+        return await api.call("GET", user_id, path, caller=_caller(ctx))
 
     @server.tool()
     async def forget_user(user_id: UserId, ctx: Context | None = None) -> dict[str, Any]:

@@ -11,6 +11,20 @@ from fastapi import FastAPI
 
 Operation = tuple[str, str]  # (method, path template)
 
+_FACT_ID = "8aa477ef-ec2e-5ec4-b2d8-1c33a20002fb"
+_FACT = {
+    "fact_id": _FACT_ID,
+    "kind": "user_knowledge",
+    "text": "I live in Lyon.",
+    "created_at": "2024-03-01T09:05:00Z",
+    "source": {"turn_ids": ["t-0001"], "page_ids": ["3f1c…"]},
+    "assistant_id": None,
+    "pinned": False,
+    "superseded_by": None,
+    "superseded_at": None,
+}
+_ACCEPTED_FACT = {"fact_id": _FACT_ID}
+_FACTS = "/v1/users/{user_id}/facts"
 _PAGE = {
     "page_id": "3f1c…",
     "turn_id": "t-0001",
@@ -27,7 +41,9 @@ _MEMORY = {
     "user_profile": {"name": "Alice"},
     "agent_profile": {},
     "user_traits": {},
-    "user_knowledge": [{"text": "Alice has a dog called Miso.", "score": 0.82}],
+    "user_knowledge": [
+        {"text": "Alice has a dog called Miso.", "score": 0.82, "fact_id": _FACT_ID}
+    ],
     "agent_traits": [],
     "context": ["3f1c…"],
 }
@@ -138,6 +154,48 @@ DOCS: dict[Operation, tuple[str, Any, Any]] = {
                 "user_knowledge": 5,
                 "agent_traits": 2,
             }
+        },
+    ),
+    ("get", _FACTS): (
+        "The user's facts, newest first: current ones, and with `include_superseded=true` those "
+        "a later fact updated (kept for audit). `kind` picks one kind; page with `cursor`.",
+        None,
+        {"facts": [_FACT], "next_cursor": None},
+    ),
+    ("post", _FACTS): (
+        "Add a fact (source `api`). 202 once durable; the persona stage applies it in the "
+        "user's order within moments. A fact stating the same attribute as a current one "
+        "supersedes it; `pinned` keeps it from supersession and ageing out.",
+        {"text": "I live in Lyon.", "kind": "user_knowledge", "pinned": True},
+        _ACCEPTED_FACT,
+    ),
+    ("patch", _FACTS + "/{fact_id}"): (
+        "Correct a fact's text, or pin or unpin it; it keeps its id, and its old text is never "
+        "extracted back. 202, applied in the user's order.",
+        {"text": "I live in Lyon, France.", "pinned": True},
+        _ACCEPTED_FACT,
+    ),
+    ("delete", _FACTS + "/{fact_id}"): (
+        "Delete one fact: never served again, never extracted again from the turns it came "
+        "from; its history keeps when, not its words. 202, applied in the user's order.",
+        None,
+        _ACCEPTED_FACT,
+    ),
+    ("get", _FACTS + "/{fact_id}/history"): (
+        "Every change of the fact, oldest first: extracted, added, edited, pinned, unpinned, "
+        "superseded, deleted, each with its time and source.",
+        None,
+        {
+            "fact_id": _FACT_ID,
+            "changes": [
+                {
+                    "change": "extracted",
+                    "at": "2024-03-01T09:05:00Z",
+                    "source": {"turn_ids": ["t-0001"], "page_ids": ["3f1c…"]},
+                    "text": "I live in Lyon.",
+                    "superseded_by": None,
+                }
+            ],
         },
     ),
     ("post", "/v1/messages"): (

@@ -46,6 +46,10 @@ from service.structured import structured_pages
 from service.term_counts import TermCounts
 from service.visits import LINGER_S, EventSink, VisitSender
 
+FORGETTING = (
+    "the user is being forgotten (a DELETE has not completed): send the edit again once GET "
+    ".../memory shows the DELETE done"
+)
 SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
 
 
@@ -219,10 +223,7 @@ class ResponseService:
         async with self._user_locks.hold({edit.user_id}), self.writes.reader:
             self.check_writable()
             if await self.forgetting(edit.user_id):
-                raise Conflict(
-                    "the user is being forgotten (a DELETE has not completed): send the edit "
-                    "again once GET .../memory shows the DELETE done"
-                )
+                raise Conflict(FORGETTING)
             keyring = self.deps.keyring
             sealed = await keyring.seal(
                 edit.user_id, await keyring.current(edit.user_id), dumps(edit)

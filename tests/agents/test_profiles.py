@@ -62,8 +62,8 @@ async def test_agent_traits_are_per_assistant_and_user_memory_is_shared() -> Non
     billing = await service.retrieve("ann", "which bot replied?", assistant_id="billing")
     travel = await service.retrieve("ann", "which bot replied?", assistant_id="travel")
     assert billing.agent_traits
-    assert all("billing bot" in text for text, _ in billing.agent_traits)
-    assert all("travel bot" in text for text, _ in travel.agent_traits)
+    assert all("billing bot" in text for text, _, _ in billing.agent_traits)
+    assert all("travel bot" in text for text, _, _ in travel.agent_traits)
     assert billing.user_knowledge == travel.user_knowledge  # user memory is shared
     assert (await service.retrieve("ann", "which bot replied?")).agent_traits == []
 

@@ -79,7 +79,9 @@ def test_ids_are_deterministic_and_a_replay_changes_nothing():
     first, delta = learn(FactBook(user_id="u"), "I live in Lyon.", "We moved to Paris.")
     assert [f.text for f in delta.stored] == ["We moved to Paris."]  # Lyon never current
     again, delta = learn(first, "I live in Lyon.", "We moved to Paris.")
-    assert again.facts == first.facts and not delta.stored and not delta.unstored
+    assert again.facts == first.facts
+    assert not delta.stored
+    assert not delta.unstored
 
 
 def test_a_superseded_fact_comes_back_only_when_said_again_in_new_pages():
@@ -104,7 +106,8 @@ def test_a_deleted_fact_is_never_extracted_again():
     book, _ = learn(FactBook(user_id="u"), "I am allergic to nuts.")
     fid = book.facts[0].fact_id
     book, delta = edit(book, "delete", fid)
-    assert texts(book) == [] and [f.fact_id for f in delta.unstored] == [fid]
+    assert texts(book) == []
+    assert [f.fact_id for f in delta.unstored] == [fid]
     book, _ = learn(book, "I am allergic to nuts.", n=5)
     assert texts(book) == []
     assert [c.change for c in book.history[fid]] == ["extracted", "deleted"]
@@ -132,14 +135,16 @@ def test_a_re_sent_edit_changes_nothing():
     )
     assert texts(book) == ["I like jazz."]
     again, delta = edit(book, "delete", fid, edit_id="x")
-    assert again == book and not delta.unstored
+    assert again == book
+    assert not delta.unstored
 
 
 def test_an_added_fact_has_the_api_as_source_and_supersedes_too():
     book, _ = learn(FactBook(user_id="u"), "I live in Lyon.")
     book, _ = edit(book, "add", "0" * 36, text="I live in Paris.", fact_kind="user_knowledge")
     (fact,) = current(book, USER)
-    assert fact.source == "api" and fact.fact_id == fact_id("u", USER, "I live in Paris.")
+    assert fact.source == "api"
+    assert fact.fact_id == fact_id("u", USER, "I live in Paris.")
 
 
 def test_agent_traits_are_kept_per_assistant():

@@ -22,6 +22,7 @@ from tests.support.fake_service import (
     FORGOTTEN,
     KEYS,
     LIMIT,
+    TEA_FACT,
     FakeMemory,
     build,
 )
@@ -387,7 +388,7 @@ async def test_retrieve_returns_the_documented_shape(client: httpx.AsyncClient) 
     [mid] = body["mid_term"]
     assert (mid["segment_id"], mid["score"]) == ("seg-1", 0.75)
     assert body["user_traits"] == {"openness": {"level": "High", "reason": "tries teas"}}
-    assert body["user_knowledge"] == [{"text": "likes tea", "score": 0.9}]
+    assert body["user_knowledge"] == [{"text": "likes tea", "score": 0.9, "fact_id": TEA_FACT}]
 
 
 async def test_respond_answers_for_the_assistant(
@@ -436,7 +437,7 @@ def test_the_spec_documents_errors_and_auth_for_every_v1_operation(fake: FakeMem
         if path.startswith("/v1")
         for method, operation in methods.items()
     ]
-    assert len(operations) == 11
+    assert len(operations) == 16
     for path, method, operation in operations:
         assert operation["security"] == [{"bearer": []}], (method, path)
         for status in ("401", "422"):

@@ -2,12 +2,15 @@
 
 stdio: the client spawns `python -m streams.cli mcp --url <stack>` as an agent framework
 would; streamable HTTP: `--transport http` as a child process; in-process: the same server
-object, for how HTTP failures become tool errors.
+object, for how HTTP failures become tool errors. The facts tools: in-process, against an httpx
+MockTransport (route and body) and the real routes over the in-memory pipeline (scopes and
+tenants as over HTTP).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -17,6 +20,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
@@ -24,16 +28,24 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 
+from adapters.api_keys import ApiKeys
+from adapters.journal import SqliteJournal
+from adapters.metrics import Metrics
+from adapters.settings import Settings
 from evaluation.fake_openai import FakeOpenAI
 from memory.dates import MONTHS
+from schemas.tenants import Scope
 from schemas.turn import MAX_TEXT_CHARS
+from service.http import create_http_app
 from service.mcp import build_server
+from service.response import ResponseService
 from streams.broker import free_port
 from streams.stack import Stack
+from tests.support.fakes import Pipeline, make_deps
 from tests.support.paths import ROOT
 from tests.support.stacks import eventually, running_stack
 
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.asyncio(loop_scope="module")]  # the stack's tests: integration
 
 API_KEY = "mcp-key"
 TOOLS = {
@@ -44,6 +56,11 @@ TOOLS = {
     "forget_user",
     "set_user_profile",
     "set_assistant_profile",
+    "list_facts",
+    "add_fact",
+    "edit_fact",
+    "delete_fact",
+    "fact_history",
 }
 
 
@@ -83,6 +100,7 @@ def error_text(result: CallToolResult) -> str:
     return " ".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
+@pytest.mark.integration
 async def test_every_tool_over_stdio(stack: Stack) -> None:
     command = [sys.executable, "-m", "streams.cli", "mcp", "--url", url_of(stack)]
     server = StdioServerParameters(
@@ -175,6 +193,7 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float 
     raise AssertionError(f"memoryos mcp did not listen on {port}")
 
 
+@pytest.mark.integration
 async def test_streamable_http_transport(stack: Stack, tmp_path: Path) -> None:
     port = free_port()
     command = [sys.executable, "-m", "streams.cli", "mcp", "--transport", "http"]
@@ -204,6 +223,7 @@ async def test_streamable_http_transport(stack: Stack, tmp_path: Path) -> None:
         await asyncio.to_thread(process.wait, 10)
 
 
+@pytest.mark.integration
 async def test_service_errors_become_tool_errors(stack: Stack) -> None:
     async with Client(build_server(url_of(stack), "wrong-key")) as client:
         denied = await client.call_tool("get_memory", {"user_id": "anyone"})
@@ -228,3 +248,183 @@ async def test_service_errors_become_tool_errors(stack: Stack) -> None:
     async with Client(build_server(f"http://127.0.0.1:{free_port()}", API_KEY)) as client:
         unreachable = await client.call_tool("get_memory", {"user_id": "anyone"})
         assert "cannot reach the memory service" in error_text(unreachable)
+
+
+# --- the facts tools ---
+
+FID = "3f2a6c1e-0b7d-5e4f-9a8b-1c2d3e4f5a6b"
+UNKNOWN = "00000000-0000-5000-8000-000000000000"
+
+
+class Recorder:
+    """A MockTransport handler: records each request, answers ``status`` with ``body``."""
+
+    def __init__(self, status: int = 202, body: Any = None) -> None:
+        self.status = status
+        self.body = body if body is not None else {"fact_id": FID}
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return httpx.Response(self.status, json=self.body)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "method", "path", "body"),
+    [
+        ("list_facts", {"user_id": "bob"}, "GET", "/v1/users/bob/facts", None),
+        ("list_facts", {"user_id": "bob", "kind": "agent_trait", "include_superseded": True,
+                        "limit": 2, "cursor": "4"}, "GET",
+         "/v1/users/bob/facts?kind=agent_trait&limit=2&cursor=4&include_superseded=true", None),
+        ("add_fact", {"user_id": "bob", "text": "I keep bees."}, "POST", "/v1/users/bob/facts",
+         {"text": "I keep bees.", "kind": "user_knowledge", "pinned": False}),
+        ("add_fact", {"user_id": "bob", "text": "Answers in French.", "kind": "agent_trait",
+                      "assistant_id": "tutor", "pinned": True}, "POST", "/v1/users/bob/facts",
+         {"text": "Answers in French.", "kind": "agent_trait", "assistant_id": "tutor",
+          "pinned": True}),
+        ("edit_fact", {"user_id": "bob", "fact_id": FID, "text": "I keep wasps."}, "PATCH",
+         f"/v1/users/bob/facts/{FID}", {"text": "I keep wasps."}),
+        ("edit_fact", {"user_id": "bob", "fact_id": FID, "pinned": False}, "PATCH",
+         f"/v1/users/bob/facts/{FID}", {"pinned": False}),
+        ("delete_fact", {"user_id": "bob", "fact_id": FID}, "DELETE",
+         f"/v1/users/bob/facts/{FID}", None),
+        ("fact_history", {"user_id": "bob", "fact_id": FID}, "GET",
+         f"/v1/users/bob/facts/{FID}/history", None),
+    ],
+)  # fmt: skip
+async def test_each_facts_tool_calls_its_route(
+    tool: str, arguments: dict[str, Any], method: str, path: str, body: Any
+) -> None:
+    recorder = Recorder()
+    server = build_server("http://memoryos", "the-key", httpx.MockTransport(recorder))
+    async with Client(server) as client:
+        assert structured(await client.call_tool(tool, arguments)) == {"fact_id": FID}
+    [request] = recorder.requests
+    assert (request.method, request.url.raw_path.decode()) == (method, path)
+    assert (json.loads(request.content) if request.content else None) == body
+    assert request.headers["authorization"] == "Bearer the-key"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("edit_fact", {"user_id": "bob", "fact_id": UNKNOWN, "text": "x"}),
+        ("delete_fact", {"user_id": "bob", "fact_id": UNKNOWN}),
+        ("fact_history", {"user_id": "bob", "fact_id": UNKNOWN}),
+    ],
+)
+async def test_an_unknown_fact_is_the_services_404(tool: str, arguments: dict[str, Any]) -> None:
+    reply = {"error": f"no fact {UNKNOWN} in this user's memory", "field": None}
+    server = build_server("http://memoryos", "k", httpx.MockTransport(Recorder(404, reply)))
+    async with Client(server) as client:
+        message = error_text(await client.call_tool(tool, arguments))
+    assert "memory service answered 404" in message
+    assert f"no fact {UNKNOWN}" in message
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "named"),
+    [
+        ("edit_fact", {"user_id": "bob", "fact_id": "../../healthz", "text": "x"}, "fact_id"),
+        ("delete_fact", {"user_id": "bob", "fact_id": "not-an-id"}, "fact_id"),
+        ("fact_history", {"user_id": "bob", "fact_id": FID.upper()}, "fact_id"),
+        ("add_fact", {"user_id": "bob", "text": ""}, "text"),
+        ("add_fact", {"user_id": "bob", "text": "x" * 1001}, "text"),
+        ("add_fact", {"user_id": "bob", "text": "a", "kind": "persona"}, "kind"),
+        ("list_facts", {"user_id": "../x"}, "user_id"),
+    ],
+)
+async def test_a_bad_facts_argument_is_refused_before_any_call(
+    tool: str, arguments: dict[str, Any], named: str
+) -> None:
+    recorder = Recorder()
+    server = build_server("http://memoryos", "k", httpx.MockTransport(recorder))
+    async with Client(server) as client:
+        assert named in error_text(await client.call_tool(tool, arguments))
+    assert recorder.requests == []
+
+
+class FactsApp:
+    """The real HTTP app over the in-memory pipeline, with keys of two tenants."""
+
+    def __init__(self, pipeline: Pipeline, app: Any, keys: ApiKeys) -> None:
+        self.pipeline, self.app, self.keys = pipeline, app, keys
+
+    async def tools(self, tenant: str, scopes: tuple[Scope, ...]) -> Client:
+        _, secret = await self.keys.create(tenant, scopes)
+        return Client(build_server("http://memoryos", secret, httpx.ASGITransport(self.app)))
+
+
+async def _ready() -> dict[str, Any]:
+    return {"ready": True}
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def facts_app(tmp_path: Path) -> AsyncIterator[FactsApp]:
+    deps = await make_deps()
+    journal = SqliteJournal(tmp_path / "journal.sqlite3")
+    pipeline = Pipeline(deps, journal=journal)
+    service = ResponseService(deps, pipeline, journal)
+    keys = ApiKeys(deps.repo)
+    app = create_http_app(service, Settings(), Metrics(), _ready, _ready, tenant_keys=keys)
+    yield FactsApp(pipeline, app, keys)
+    journal.close()
+
+
+async def test_the_facts_tools_against_the_service(facts_app: FactsApp) -> None:
+    async with await facts_app.tools("acme", ("read", "write")) as client:
+        added = structured(
+            await client.call_tool(
+                "add_fact", {"user_id": "bob", "text": "I keep bees.", "pinned": True}
+            )
+        )
+        fid = added["fact_id"]
+        await facts_app.pipeline.drain()
+        listed = structured(await client.call_tool("list_facts", {"user_id": "bob"}))
+        assert [(f["fact_id"], f["source"], f["pinned"]) for f in listed["facts"]] == [
+            (fid, "api", True)
+        ]
+        assert listed["next_cursor"] is None
+        edit = {"user_id": "bob", "fact_id": fid, "text": "I keep wasps."}
+        assert structured(await client.call_tool("edit_fact", edit)) == {"fact_id": fid}
+        await facts_app.pipeline.drain()
+        history = structured(
+            await client.call_tool("fact_history", {"user_id": "bob", "fact_id": fid})
+        )
+        assert [c["change"] for c in history["changes"]] == ["added", "edited"]
+        gone = {"user_id": "bob", "fact_id": fid}
+        assert structured(await client.call_tool("delete_fact", gone)) == {"fact_id": fid}
+        await facts_app.pipeline.drain()
+        assert structured(await client.call_tool("list_facts", {"user_id": "bob"}))["facts"] == []
+        assert "404" in error_text(await client.call_tool("delete_fact", gone))
+        empty = {"user_id": "bob", "fact_id": fid}
+        assert "422" in error_text(await client.call_tool("edit_fact", empty))
+
+
+async def test_the_facts_tools_keep_the_keys_tenant_and_scopes(facts_app: FactsApp) -> None:
+    async with await facts_app.tools("acme", ("read", "write")) as writer:
+        fid = structured(
+            await writer.call_tool("add_fact", {"user_id": "bob", "text": "I keep bees."})
+        )["fact_id"]
+    await facts_app.pipeline.drain()
+    async with await facts_app.tools("acme", ("read",)) as reader:
+        listed = structured(await reader.call_tool("list_facts", {"user_id": "bob"}))
+        assert [f["fact_id"] for f in listed["facts"]] == [fid]
+        assert structured(
+            await reader.call_tool("fact_history", {"user_id": "bob", "fact_id": fid})
+        )["changes"]
+        for tool, arguments in (
+            ("add_fact", {"user_id": "bob", "text": "I keep wasps."}),
+            ("edit_fact", {"user_id": "bob", "fact_id": fid, "pinned": True}),
+            ("delete_fact", {"user_id": "bob", "fact_id": fid}),
+        ):
+            assert "403" in error_text(await reader.call_tool(tool, arguments)), tool
+    async with await facts_app.tools("zeta", ("read", "write")) as other:
+        assert structured(await other.call_tool("list_facts", {"user_id": "bob"}))["facts"] == []
+        for tool, arguments in (
+            ("edit_fact", {"user_id": "bob", "fact_id": fid, "text": "x"}),
+            ("delete_fact", {"user_id": "bob", "fact_id": fid}),
+            ("fact_history", {"user_id": "bob", "fact_id": fid}),
+        ):
+            assert "404" in error_text(await other.call_tool(tool, arguments)), tool
+    assert facts_app.pipeline.pending("memoryos.persona") == []

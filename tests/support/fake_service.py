@@ -13,13 +13,15 @@ from memory.pairing import message_digest
 from schemas.records import Page, Persona, Trait
 from schemas.turn import TurnEvent
 from service.http import create_http_app
-from service.response import Responded, ResponseService, Retrieved
+from service.response import Responded, ResponseService, Retrieved, ScoredFact
 from tests.support.builders import page
 
 KEYS = ("key-one", "key-two")
 AUTH = {"Authorization": f"Bearer {KEYS[0]}"}
 LIMIT = 40_000  # above every single-field limit, so 413 and 422 stay apart
 TURN = {"query": "I like tea.", "response": "Noted."}
+TEA_FACT = "5f0e7a52-2b61-5c8f-9a3e-4d2c1b0a9f81"
+GREEN_TEA_TRAIT = "0c6d9e1f-8a7b-5e4d-a3c2-b1f0e9d8c7b6"
 FORGOTTEN = {"short_term": 2, "mid_term_pages": 5, "segments": 1, "user_knowledge": 3,
              "agent_traits": 0}  # fmt: skip
 
@@ -67,8 +69,8 @@ class FakeMemory:
                 profile={"name": "Alice"},
                 traits={"openness": Trait(level="High", reason="tries teas")},
             ),
-            user_knowledge=[("likes tea", 0.9)],
-            agent_traits=[("recommends green tea", 0.4)],
+            user_knowledge=[ScoredFact("likes tea", 0.9, TEA_FACT)],
+            agent_traits=[ScoredFact("recommends green tea", 0.4, GREEN_TEA_TRAIT)],
         )
 
     async def respond(
