@@ -256,7 +256,7 @@ def _expected_id(collection: str, payload: Mapping[str, Any], tenant: str, numbe
     return None  # segments: their id names the page that opened them, which may be gone
 
 
-_PLACE = ("tier", "segment_id")
+_PLACE = ("tier", "segment_id", "ts")
 
 
 def _check_doc(kind: str, data: dict[str, Any], owner: str) -> None:

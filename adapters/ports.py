@@ -15,7 +15,17 @@ from memory.chain import ContinuityVerdict
 from schemas.records import Page, Trait
 
 Payload = dict[str, Any]
-FilterValue = str | int | list[str]  # no bool: see common.match_pairs
+
+
+@dataclass(frozen=True)
+class Between:
+    """A numeric field in [gte, lt): either end may be open."""
+
+    gte: float | None = None
+    lt: float | None = None
+
+
+FilterValue = str | int | list[str] | Between  # no bool: see common.match_pairs
 Filter = Mapping[str, FilterValue]  # a list value means "any of these"
 SparseVector = dict[int, float]
 

@@ -22,17 +22,21 @@ from adapters.ports import (
     PERSONAS,
     SEGMENTS,
     USER_KNOWLEDGE,
+    Between,
     Filter,
+    FilterValue,
     Hit,
     Point,
     VectorStore,
 )
+from adapters.stores.common import META
 from memory import ids
 from memory.facts import KINDS
 from memory.persona import FactKind, assistant_of
 from memory.scoring import SegmentCandidate
 from memory.text import lexical_vector, phrase_tokens, token_index
 from schemas.facts import Fact, FactBook
+from schemas.filters import Filters
 from schemas.records import Page, Persona, Segment
 from schemas.tenants import reference, tenant_of
 
@@ -74,8 +78,12 @@ class StoredSegment:
 
 def _page_payload(page: Page, tier: str, segment_id: str | None) -> dict[str, Any]:
     payload = page.model_dump(mode="json", exclude={"vector"})
-    payload.update(tier=tier, segment_id=segment_id)
+    # ts: the timestamp in epoch seconds, indexed, for the time filters of a retrieve
+    payload.update(tier=tier, segment_id=segment_id, ts=page.timestamp.timestamp())
     return payload
+
+
+_PLACE_FIELDS = ("tier", "segment_id", "ts")  # where a page is, not what it is
 
 
 def _seq(payload: Mapping[str, Any]) -> int:
@@ -84,7 +92,7 @@ def _seq(payload: Mapping[str, Any]) -> int:
 
 
 def _page_from(point_payload: Mapping[str, Any], vector: list[float] | None) -> Page:
-    fields = {k: v for k, v in point_payload.items() if k not in ("tier", "segment_id")}
+    fields = {k: v for k, v in point_payload.items() if k not in _PLACE_FIELDS}
     return Page.model_validate(fields | {"vector": vector})
 
 
@@ -127,9 +135,14 @@ class MemoryRepository:
         points = await self.store.retrieve(PAGES, page_ids)
         return {point.id: str(point.payload.get("tier")) for point in points}
 
-    async def stm_pages(self, user_id: str, with_vectors: bool = True) -> list[Page]:
-        """The STM window in order; readers that only show pages skip the vectors."""
-        points = await self.store.scroll(PAGES, user_id, {"tier": STM}, with_vectors=with_vectors)
+    async def stm_pages(
+        self, user_id: str, with_vectors: bool = True, where: Filter | None = None
+    ) -> list[Page]:
+        """The STM window in order (its pages that match ``where``, if given); readers that
+        only show pages skip the vectors."""
+        points = await self.store.scroll(
+            PAGES, user_id, {**(where or {}), "tier": STM}, with_vectors=with_vectors
+        )
         points.sort(key=lambda p: int(p.payload.get("seq", 0)))
         return [_page_from(p.payload, p.vector if with_vectors else None) for p in points]
 
@@ -169,6 +182,7 @@ class MemoryRepository:
         limit: int,
         lexical_only: bool = False,
         semantic_only: bool = False,
+        scope: Filter | None = None,
     ) -> list[tuple[Hit, Page]]:
         """One hybrid ranking over the pages of these segments (scores comparable across
         them), or over all the user's MTM pages when ``segment_ids`` is None.
@@ -179,6 +193,7 @@ class MemoryRepository:
         if segment_ids is not None and not segment_ids:
             return []
         where: Filter = {"tier": MTM} if segment_ids is None else {"segment_id": list(segment_ids)}
+        where = {**(scope or {}), **where}
         return await self._search(user_id, vector, text, limit, where, lexical_only, semantic_only)
 
     async def pool_hits(
@@ -188,12 +203,13 @@ class MemoryRepository:
         text: str,
         limit: int,
         lexical_only: bool,
+        scope: Filter | None = None,
     ) -> list[Hit]:
         """Pages of every tier (STM, in transit, MTM) by cosine alone or by lexical score alone,
         raw scores, for a ranking that weighs the two itself. Only the fields a ranking reads
         (POOL_FIELDS): a pool of a hundred pages is ranked on every retrieve, and building every
         pool page in full would be a large part of a retrieve's time."""
-        where = None  # every tier (TIERS)
+        where = scope or None  # every tier (TIERS)
         given = lexical_vector(text) if lexical_only else None
         if lexical_only and not given:
             return []
@@ -549,3 +565,26 @@ class MemoryRepository:
 def _scope(kind: FactKind, assistant_id: str | None) -> dict[str, str]:
     """Agent traits are searched among one assistant's: its id is on their points."""
     return {"assistant_id": assistant_of(assistant_id)} if kind is FactKind.AGENT else {}
+
+
+def page_scope(filters: Filters | None) -> dict[str, FilterValue]:
+    """A retrieve's filters as conditions on the pages' indexed payload fields."""
+    if filters is None:
+        return {}
+    where: dict[str, FilterValue] = {}
+    if filters.channel is not None:
+        where["channel"] = (
+            list(filters.channel) if isinstance(filters.channel, list) else filters.channel
+        )
+    if filters.assistant_id is not None:
+        where["assistant_id"] = filters.assistant_id
+    if filters.conversation_id is not None:
+        where["conversation_id"] = filters.conversation_id
+    if filters.after is not None or filters.before is not None:
+        where["ts"] = Between(
+            gte=filters.after.timestamp() if filters.after else None,
+            lt=filters.before.timestamp() if filters.before else None,
+        )
+    for key, value in (filters.meta or {}).items():
+        where[META + key] = value
+    return where

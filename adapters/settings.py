@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     retrieve_segments: int = Field(5, ge=1, le=200, description="top m segments by F")
     retrieve_pages: int = Field(10, ge=1, le=1000, description="top k pages inside them")
     retrieve_lpm: int = Field(10, ge=1, le=1000, description="top user KB / agent traits")
+    filter_meta_keys: str = Field(
+        "",
+        pattern=r"^(?:[A-Za-z0-9_-]{1,64}(?:,[A-Za-z0-9_-]{1,64}){0,19})?$",
+        description="comma-separated top-level keys of the turns' meta that a retrieve may "
+        "filter on (filters.meta): each is indexed in the store; up to 20",
+    )
     mtm_retrieval: MtmRetrieval = Field(
         "structured",
         description="paper: top k pages of the top m segments by semantic similarity; fused: "
@@ -493,6 +499,10 @@ class Settings(BaseSettings):
         return Path(base) / "memoryos"
 
     @property
+    def meta_filter_keys(self) -> tuple[str, ...]:
+        return tuple(key for key in self.filter_meta_keys.split(",") if key)
+
+    @property
     def heat_params(self) -> HeatParams:
         return HeatParams(self.heat_alpha, self.heat_beta, self.heat_gamma, self.heat_mu)
 
@@ -607,6 +617,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "retrieve_segments",
             "retrieve_pages",
             "retrieve_lpm",
+            "filter_meta_keys",
             "mtm_retrieval",
             "segment_vector",
             "llm_combine",

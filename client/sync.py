@@ -77,10 +77,12 @@ class MemoryClient:
         assistant_id: str | None = None,
         channel: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        conversation_id: str | None = None,
     ) -> str:
         """Add one turn; its turn_id. It shows up in memory moments later (asynchronous)."""
         fields = {"timestamp": timestamp, "turn_id": turn_id, "assistant_id": assistant_id,
-                  "channel": channel, "meta": meta}  # fmt: skip
+                  "channel": channel, "meta": meta,
+                  "conversation_id": conversation_id}  # fmt: skip
         return self._send(calls.add_turn(user_id, query, response, **fields))
 
     def add_turns(self, turns: Sequence[Mapping[str, Any]]) -> BatchAccepted:

@@ -33,6 +33,7 @@ def page_from_turn(turn: TurnEvent, vector: list[float] | None = None) -> Page:
         timestamp=turn.timestamp,
         assistant_id=turn.assistant_id,
         channel=turn.channel,
+        conversation_id=turn.conversation_id,
         meta=dict(turn.meta),
         chain=ChainLink(chain_id=pid),
         vector=None if vector is None else list(vector),

@@ -1,4 +1,5 @@
-"""The months and years a question names, and whether a page's date is one of them.
+"""The months and years a question names, the spans its relative phrases point at ("last
+week", "two months ago", seen from when it is asked), and whether a page's date is one of them.
 
 "What did Maria donate in December 2023?" asks about the pages of that month: their words
 often say nothing of the date ("I gave my old coats away"), while the page's timestamp does.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 MONTHS = (
     "January",
@@ -92,3 +94,83 @@ def date_named(named: AbstractSet[NamedDate], year: int, month: int) -> bool:
         or NamedDate(year, None) in named
         or NamedDate(None, month) in named
     )
+
+
+# --- relative time: "yesterday", "last week", "two months ago", "recently", "on Monday" ---
+
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2,
+    "a few": 3, "several": 3,
+}  # fmt: skip
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_AGO = re.compile(
+    r"\b(\d{1,3}|a couple of|a few|several|an?|one|two|three|four|five|six|seven|eight|nine|"
+    r"ten|eleven|twelve)\s+(day|week|month|year)s?\s+ago\b",
+    re.IGNORECASE,
+)
+_CALENDAR = re.compile(r"\b(last|this|past|previous)\s+(week|month|year|weekend)\b", re.IGNORECASE)
+_DAY = re.compile(r"\b(yesterday|today|tonight|recently|lately)\b", re.IGNORECASE)
+_WEEKDAY = re.compile(r"\b(last|on|this|past)\s+(" + "|".join(_WEEKDAYS) + r")\b", re.IGNORECASE)
+RECENT_DAYS = 14
+
+
+@dataclass(frozen=True)
+class Window:
+    """A span of time a question points at: [start, end)."""
+
+    start: datetime
+    end: datetime
+
+    def holds(self, moment: datetime) -> bool:
+        return self.start <= moment < self.end
+
+
+def relative_windows(text: str, at: datetime) -> tuple[Window, ...]:
+    """The spans of time relative phrases in ``text`` point at, seen from ``at`` (the time the
+    question is asked): calendar days, weeks (from Monday), months and years, and the last
+    ``RECENT_DAYS`` for "recently". Linear in the text: one pass of each pattern."""
+    day = datetime(at.year, at.month, at.day, tzinfo=at.tzinfo)
+    found: list[Window] = []
+    for match in _DAY.finditer(text):
+        word = match.group(1).lower()
+        if word == "yesterday":
+            found.append(Window(day - timedelta(days=1), day))
+        elif word in ("today", "tonight"):
+            found.append(Window(day, day + timedelta(days=1)))
+        else:
+            found.append(Window(day - timedelta(days=RECENT_DAYS), at + timedelta(seconds=1)))
+    for match in _CALENDAR.finditer(text):
+        back = 0 if match.group(1).lower() == "this" else 1
+        found.append(_unit(day, match.group(2).lower(), back))
+    for match in _AGO.finditer(text):
+        amount = match.group(1).lower()
+        count = int(amount) if amount.isdigit() else _NUMBERS[amount]
+        found.append(_unit(day, match.group(2).lower(), count))
+    for match in _WEEKDAY.finditer(text):
+        wanted = _WEEKDAYS.index(match.group(2).lower())
+        back = (day.weekday() - wanted) % 7 or 7  # the latest such day before today
+        start = day - timedelta(days=back)
+        found.append(Window(start, start + timedelta(days=1)))
+    return tuple(dict.fromkeys(found))
+
+
+def _unit(day: datetime, unit: str, back: int) -> Window:
+    """The calendar ``unit`` (day, week, weekend, month, year) ``back`` units before the one
+    holding ``day``."""
+    if unit == "day":
+        start = day - timedelta(days=back)
+        return Window(start, start + timedelta(days=1))
+    if unit in ("week", "weekend"):
+        monday = day - timedelta(days=day.weekday()) - timedelta(weeks=back)
+        if unit == "weekend":
+            saturday = monday + timedelta(days=5)
+            return Window(saturday, saturday + timedelta(days=2))
+        return Window(monday, monday + timedelta(weeks=1))
+    if unit == "month":
+        months = day.year * 12 + day.month - 1 - back
+        start = day.replace(year=months // 12, month=months % 12 + 1, day=1)
+        following = months + 1
+        return Window(start, start.replace(year=following // 12, month=following % 12 + 1))
+    start = day.replace(year=day.year - back, month=1, day=1)
+    return Window(start, start.replace(year=start.year + 1))

@@ -140,5 +140,6 @@ def _make(
         timestamp=closing.timestamp,
         assistant_id=(reply.assistant_id if reply else None) or closing.assistant_id,
         channel=closing.channel,
+        conversation_id=closing.conversation_id,
         meta=meta | ids,
     )

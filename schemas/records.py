@@ -76,6 +76,7 @@ class Page(Record):
     timestamp: datetime
     assistant_id: str | None = None
     channel: str | None = None
+    conversation_id: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     chain: ChainLink
     seq: int = Field(default=0, description="the page's position in its user's history")
@@ -90,7 +91,18 @@ class Page(Record):
         """The page as the API and `inspect` show it (no vector, no internal keywords)."""
         return self.model_dump(
             mode="json",
-            include={"page_id", "turn_id", "query", "response", "timestamp", "meta", "chain"},
+            include={
+                "page_id",
+                "turn_id",
+                "query",
+                "response",
+                "timestamp",
+                "assistant_id",
+                "channel",
+                "conversation_id",
+                "meta",
+                "chain",
+            },
         ) | {
             "chain": {
                 "prev": self.chain.prev,

@@ -86,6 +86,9 @@ class TurnEvent(BaseModel):
     timestamp: datetime = Field(description="ISO 8601; a time without zone is taken as UTC")
     assistant_id: Identifier | None = Field(None, description="which assistant answered")
     channel: Channel | None = Field(None, description="where the turn came from (web, sms, ...)")
+    conversation_id: Identifier | None = Field(
+        None, description="the conversation (thread, ticket, session) the turn belongs to"
+    )
     meta: Meta = Field(
         default_factory=dict,
         description=f"any JSON object, kept with the page (e.g. source ids): at most "

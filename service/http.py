@@ -23,7 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -48,6 +48,8 @@ from schemas.errors import (
     Restarting,
     StoreError,
 )
+from schemas.filters import Filters
+from schemas.limits import utc_in_range
 from schemas.profile import DEFAULT_ASSISTANT, Profile
 from schemas.tenants import SEPARATOR, Limit, parse_limit, user_of
 from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
@@ -107,6 +109,7 @@ class TurnIn(BaseModel):
     turn_id: Id | None = None
     assistant_id: Id | None = None
     channel: Channel | None = None
+    conversation_id: Id | None = None
     meta: Meta = Field(default_factory=dict)  # bounded by the turn schema (schemas.limits)
 
 
@@ -116,17 +119,41 @@ class BatchTurnIn(TurnIn):
     user_id: Id
 
 
-class QueryIn(BaseModel):
+class Scoped(BaseModel):
+    """What a retrieve and a respond share: the pages' filters and the time of asking."""
+
     model_config = ConfigDict(extra="forbid")
+    filters: Filters | None = Field(
+        None,
+        description="scope the pages: channel, assistant_id, conversation_id, after, before, "
+        "meta (all must hold)",
+    )
+    at: datetime | None = Field(
+        None,
+        description="when the question is asked (ISO 8601; default now): relative time in it "
+        "(yesterday, last week, two months ago...) is read from here",
+    )
+
+    @field_validator("at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else utc_in_range(value)
+
+
+class QueryIn(Scoped):
     query: Annotated[Text, Field(min_length=1)]
     assistant_id: Id | None = None
     top_k: int | None = Field(None, ge=1, le=100)
 
 
-class RespondIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RespondIn(Scoped):
     query: Annotated[Text, Field(min_length=1)]
     assistant_id: Id | None = None
+    conversation_id: Id | None = Field(
+        None,
+        description="the conversation the question belongs to: the remembered exchange is a "
+        "turn of it",
+    )
     remember: bool | None = Field(
         True,
         description="store the exchange as a turn of the user's memory (the paper's "
@@ -445,7 +472,9 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
     )
     async def retrieve(user_id: UserId, body: QueryIn, who: Reader) -> dict[str, Any]:
         ref = who.user(user_id)
-        memory = await service.retrieve(ref, body.query, body.top_k, body.assistant_id)
+        memory = await service.retrieve(
+            ref, body.query, body.top_k, body.assistant_id, filters=body.filters, at=body.at
+        )
         return published(memory.to_json(), ref)  # type: ignore[no-any-return]
 
     @app.post(
@@ -458,7 +487,13 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
         ``remember`` is false (a reply that only says it does not know: the query alone)."""
         ref = who.user(user_id)
         answered = await service.respond(
-            ref, body.query, body.assistant_id, record=body.remember is not False
+            ref,
+            body.query,
+            body.assistant_id,
+            record=body.remember is not False,
+            filters=body.filters,
+            at=body.at,
+            conversation_id=body.conversation_id,
         )
         return {
             "response": answered.text,

@@ -50,6 +50,9 @@ class PageOut(Body):
     query: str
     response: str
     timestamp: datetime
+    assistant_id: str | None = Field(None, description="the assistant that answered")
+    channel: str | None = Field(None, description="where the turn came from")
+    conversation_id: str | None = Field(None, description="the conversation it belongs to")
     meta: dict[str, Any] = Field(description="the turn's meta, as ingested")
     chain: ChainOut
 

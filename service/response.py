@@ -20,11 +20,12 @@ from adapters import tracing
 from adapters.deps import Deps
 from adapters.disk_space import DiskGuard, NoGuard
 from adapters.journal import Journal, NoJournal
-from adapters.ports import Hit, PromptMemory
-from adapters.repository import HEAT_DOC, PAIRING_DOC, tenant_assistant
+from adapters.ports import Filter, Hit, PromptMemory
+from adapters.repository import HEAT_DOC, PAIRING_DOC, page_scope, tenant_assistant
 from adapters.settings import MtmRetrieval, Settings
 from adapters.token_budget import acting_for
 from memory.answers import says_it_does_not_know
+from memory.dates import relative_windows
 from memory.heat import heat
 from memory.mtm import MidTermState
 from memory.pairing import PairingState, message_digest
@@ -35,6 +36,7 @@ from memory.text import keyword_set, query_keywords
 from schemas.codec import decode, dumps
 from schemas.errors import Conflict, InvalidEvent, Restarting
 from schemas.facts import FactEdit
+from schemas.filters import Filters
 from schemas.limits import MAX_EVENT_TIME
 from schemas.message import MessageEvent
 from schemas.records import ForgetUser, Page, Persona
@@ -246,9 +248,13 @@ class ResponseService:
         top_k: int | None = None,
         assistant_id: str | None = None,
         mode: str | None = None,
+        filters: Filters | None = None,
+        at: datetime | None = None,
     ) -> Retrieved:
         """Memory for ``query``; ``mode`` overrides ``mtm_retrieval`` for this call (the
-        evaluation compares the modes on one stored memory)."""
+        evaluation compares the modes on one stored memory). ``filters`` scope the pages (in
+        the store's searches); ``at`` is when the question is asked (default now): relative
+        time in it ("last week") favours the pages of that span."""
         deps, settings = self.deps, self.deps.settings
         if mode is not None and mode != settings.mtm_retrieval:
             if mode not in get_args(MtmRetrieval):
@@ -256,13 +262,17 @@ class ResponseService:
             settings = settings.model_copy(update={"mtm_retrieval": mode})
         repo = deps.repo
         k = top_k or settings.retrieve_pages
+        scope = self._page_scope(filters)
+        asked_at = at or datetime.fromtimestamp(deps.clock.now(), UTC)
+        if assistant_id is None and filters is not None:
+            assistant_id = filters.assistant_id  # agent traits of that assistant too
         if await self.forgetting(user_id):
             return Retrieved([], [], Persona(user_id=user_id), [], [])
         vector = (await deps.embedder.embed([query]))[0]
         # Structured mode ranks pages of either tier directly: it reads no segments.
         wants_segments = settings.mtm_retrieval != "structured"
         short_term, nearest, persona, knowledge, traits = await asyncio.gather(
-            repo.stm_pages(user_id, with_vectors=False),
+            repo.stm_pages(user_id, with_vectors=False, where=scope),
             repo.nearest_segments(
                 user_id, vector, settings.retrieve_segments * SEGMENT_POOL, with_vectors=False
             )
@@ -291,11 +301,13 @@ class ResponseService:
                 k,
                 self.term_counts,
                 known=short_term,
+                scope=scope,
+                windows=relative_windows(query, asked_at),
             )
             segment_ids = []  # the segments visited are those of the pages chosen
         else:
             chosen, pages = await self._mid_term_pages(
-                user_id, vector, query, segment_ids, k, settings
+                user_id, vector, query, segment_ids, k, settings, scope
             )
             ranking = [c.page_id for c in chosen]
         # Every segment that contributed is "retrieved": N_visit + 1 and a fresh access time.
@@ -320,6 +332,7 @@ class ResponseService:
         segment_ids: list[str],
         k: int,
         settings: Settings,
+        scope: Filter,
     ) -> tuple[list[PageCandidate], dict[str, Page]]:
         """The paper's stage 2: the top k pages of the chosen segments by semantic similarity
         (``paper``); in ``fused`` mode one hybrid ranking of them fused with a lexical search
@@ -327,10 +340,14 @@ class ResponseService:
         repo = self.deps.repo
         semantic = settings.mtm_retrieval == "paper"
         searches = [
-            repo.search_pages(user_id, vector, query, segment_ids, k, semantic_only=semantic)
+            repo.search_pages(
+                user_id, vector, query, segment_ids, k, semantic_only=semantic, scope=scope
+            )
         ]
         if settings.mtm_retrieval == "fused":
-            searches.append(repo.search_pages(user_id, vector, query, None, k, lexical_only=True))
+            searches.append(
+                repo.search_pages(user_id, vector, query, None, k, lexical_only=True, scope=scope)
+            )
         results = await asyncio.gather(*searches)
         pages = {page.page_id: page for hits in results for _, page in hits}
         rankings = [
@@ -342,17 +359,39 @@ class ResponseService:
             return paper, pages
         return fuse_rankings([paper, rankings[1]], k), pages
 
+    def _page_scope(self, filters: Filters | None) -> Filter:
+        """The filters as store conditions; a meta key that is not indexed is refused (422),
+        naming it, rather than searched without an index."""
+        indexed = self.deps.settings.meta_filter_keys
+        for key in (filters.meta or {}) if filters is not None else {}:
+            if key not in indexed:
+                raise InvalidEvent(
+                    f"meta key {key!r} is not one a retrieve may filter on; the indexed keys "
+                    f"are {', '.join(indexed) or 'none'} (MEMORYOS_FILTER_META_KEYS)",
+                    field=f"filters.meta.{key}",
+                )
+        return page_scope(filters)
+
     @tracing.traced("memoryos.respond", tracing.of_user)
     async def respond(
-        self, user_id: str, query: str, assistant_id: str | None = None, record: bool = True
+        self,
+        user_id: str,
+        query: str,
+        assistant_id: str | None = None,
+        record: bool = True,
+        filters: Filters | None = None,
+        at: datetime | None = None,
+        conversation_id: str | None = None,
     ) -> Responded:
-        """Answer with memory; the exchange becomes a turn of the user's memory (``record``);
-        an answer that only says the assistant does not know is left out of it (the turn
-        keeps the query alone)."""
+        """Answer with memory; the exchange becomes a turn of the user's memory (``record``),
+        of ``conversation_id`` if given; an answer that only says the assistant does not know
+        is left out of it (the turn keeps the query alone)."""
         if record:
             self.disk.check()  # before the LLM's work, not after it
             self.check_writable()
-        memory = await self.retrieve(user_id, query, assistant_id=assistant_id)
+        memory = await self.retrieve(
+            user_id, query, assistant_id=assistant_id, filters=filters, at=at
+        )
         mid_term = [page for page, _, _ in memory.mid_term]
         knowledge = [fact.text for fact in memory.user_knowledge]
         traits = [fact.text for fact in memory.agent_traits]
@@ -380,6 +419,7 @@ class ResponseService:
                 response=kept,  # a long answer is kept whole in the reply
                 timestamp=datetime.fromtimestamp(self.deps.clock.now(), UTC),
                 assistant_id=assistant_id,
+                conversation_id=conversation_id,
             )
             await self.write_turns([turn], client=True)
         return Responded(answer.text, memory, usage, remembered)

@@ -13,8 +13,9 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from adapters.ports import Filter
 from adapters.repository import MemoryRepository
-from memory.dates import NamedDate, date_named, named_dates
+from memory.dates import NamedDate, Window, date_named, named_dates
 from memory.ranking import PoolPage, RankWeights, distinctive_terms, rank_pool
 from memory.retrieval import PageCandidate
 from memory.text import query_terms
@@ -35,21 +36,27 @@ async def structured_pages(
     counts: TermCounts,
     known: Sequence[Page] = (),
     weights: RankWeights = WEIGHTS,
+    scope: Filter | None = None,
+    windows: Sequence[Window] = (),
 ) -> tuple[list[str], list[PageCandidate], dict[str, Page]]:
     """(ranking, chosen, pages): the ranking (page ids of either tier) up to the k-th MTM page,
     the MTM pages among it with their segments, and the ranked pages by id.
 
-    ``known``: pages this retrieve has read already (the STM window), not read again."""
+    ``known``: pages this retrieve has read already (the STM window), not read again.
+    ``scope``: the retrieve's filters, applied by the store in both pool searches.
+    ``windows``: the spans relative time in the question points at; their pages count as
+    dated, as the pages of a month the question names do."""
     text = " ".join(await distinctive_query_terms(counts, user_id, vector, query))
     dense, lexical = await asyncio.gather(
-        repo.pool_hits(user_id, vector, text, POOL, lexical_only=False),
-        repo.pool_hits(user_id, vector, text, POOL, lexical_only=True),
+        repo.pool_hits(user_id, vector, text, POOL, lexical_only=False, scope=scope),
+        repo.pool_hits(user_id, vector, text, POOL, lexical_only=True, scope=scope),
     )
     found = {str(hit.payload["page_id"]): hit.payload for hit in [*dense, *lexical]}
     dense_score = {str(hit.payload["page_id"]): hit.score for hit in dense}
     lexical_score = {str(hit.payload["page_id"]): hit.score for hit in lexical}
     named = frozenset(named_dates(query)) if weights.date > 0 else frozenset()
-    pool = _pool(found, lexical_score, dense_score, named)
+    spans = tuple(windows) if weights.date > 0 else ()
+    pool = _pool(found, lexical_score, dense_score, named, spans)
     ranked = rank_pool(pool, weights, len(pool))
     segment_of = {page_id: payload.get("segment_id") for page_id, payload in found.items()}
     ranking, chosen = _until_k_mid_term(ranked, segment_of, k)
@@ -67,6 +74,7 @@ def _pool(
     lexical: Mapping[str, float],
     dense: Mapping[str, float],
     named: frozenset[NamedDate],
+    spans: Sequence[Window] = (),
 ) -> list[PoolPage]:
     return [
         PoolPage(
@@ -75,7 +83,8 @@ def _pool(
             _seconds(payload.get("timestamp")),
             lexical.get(page_id, 0.0),
             dense.get(page_id),
-            bool(named) and _dated(payload.get("timestamp"), named),
+            (bool(named) and _dated(payload.get("timestamp"), named))
+            or (bool(spans) and _within(payload.get("timestamp"), spans)),
         )
         for page_id, payload in found.items()
     ]
@@ -100,6 +109,13 @@ def _dated(timestamp: object, named: frozenset[NamedDate]) -> bool:
         return False
     _, year, month = _parsed(timestamp)
     return date_named(named, year, month)
+
+
+def _within(timestamp: object, spans: Sequence[Window]) -> bool:
+    if not isinstance(timestamp, str):
+        return False
+    seconds = _parsed(timestamp)[0]
+    return any(span.start.timestamp() <= seconds < span.end.timestamp() for span in spans)
 
 
 def _until_k_mid_term(

@@ -16,10 +16,13 @@ def build_store(settings: Settings) -> VectorStore:
             search_threads=settings.edge_search_threads,
             field_cache_points=settings.edge_field_cache_points,
             page_payloads=settings.edge_page_payloads,
+            meta_keys=settings.meta_filter_keys,
         )
     from adapters.stores.qdrant import QdrantStore
 
-    return QdrantStore(settings.qdrant_url, api_key=settings.qdrant_key)
+    return QdrantStore(
+        settings.qdrant_url, api_key=settings.qdrant_key, meta_keys=settings.meta_filter_keys
+    )
 
 
 def unshared_store(settings: Settings) -> str | None:

@@ -22,6 +22,7 @@ from adapters.ports import (
     PERSONA_DIM,
     PERSONAS,
     USER_KNOWLEDGE,
+    Between,
     Filter,
     FilterValue,
     Hit,
@@ -58,11 +59,26 @@ class CollectionSpec:
 
 
 # Payload fields besides user_id that reads filter on: indexed so those filters stay cheap
-# (without them, a page search inside chosen segments is many times slower).
+# (without them, a page search inside chosen segments is many times slower). A retrieve's
+# filters read the pages' channel, assistant, conversation, time (``ts``, epoch seconds) and
+# the meta keys the operator names (MEMORYOS_FILTER_META_KEYS).
 KEYWORD_FIELDS: dict[str, tuple[str, ...]] = {
-    "pages": ("tier", "segment_id"),
+    "pages": ("tier", "segment_id", "channel", "assistant_id", "conversation_id"),
     "agent_traits": ("assistant_id",),
 }
+FLOAT_FIELDS: dict[str, tuple[str, ...]] = {"pages": ("ts",)}
+META = "meta."
+
+
+def indexed_fields(collection: str, meta_keys: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """(field, "keyword" or "float") of every payload index a collection has, besides the
+    user's."""
+    keyword = [*KEYWORD_FIELDS.get(collection, ())]
+    if collection == PAGES:
+        keyword += [META + key for key in meta_keys]
+    return [(f, "keyword") for f in keyword] + [
+        (f, "float") for f in FLOAT_FIELDS.get(collection, ())
+    ]
 
 
 def collection_specs(dim: int) -> dict[str, CollectionSpec]:
@@ -194,6 +210,11 @@ def match_pairs(user_id: str | None, where: Filter | None) -> list[tuple[str, Fi
     for key, value in (where or {}).items():
         if key == USER_ID:
             raise StoreError("pass the user as user_id, not inside where")
+        if isinstance(value, Between):
+            if value.gte is None and value.lt is None:
+                raise StoreError(f"where[{key!r}] is a range with neither end")
+            pairs.append((key, value))
+            continue
         if isinstance(value, bool):
             # Qdrant Edge 0.9's MatchValue reads True as 1 and then matches no stored boolean:
             # a flag that reads must find is stored as 0 or 1 on every engine.

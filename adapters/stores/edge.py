@@ -34,10 +34,9 @@ from typing import Any, TypeVar
 
 import qdrant_edge as qe
 
-from adapters.ports import PAGES, Filter, Hit, Point, SparseVector
+from adapters.ports import PAGES, Between, Filter, FilterValue, Hit, Point, SparseVector
 from adapters.stores.common import (
     DENSE,
-    KEYWORD_FIELDS,
     LEXICAL,
     RRF_K,
     SCROLL_PAGE,
@@ -50,6 +49,7 @@ from adapters.stores.common import (
     dense_of,
     id_text,
     in_order,
+    indexed_fields,
     match_pairs,
     prefetch_limit,
     sparse_parts,
@@ -90,8 +90,11 @@ class EdgeStore:
         search_threads: int = 1,
         field_cache_points: int = FIELD_CACHE_POINTS,
         page_payloads: str = "cold",
+        meta_keys: Sequence[str] = (),
     ) -> None:
+        """``meta_keys``: the pages' meta keys a retrieve may filter on (indexed)."""
         self._root = Path(path)
+        self._meta_keys = tuple(meta_keys)
         self._search_threads = search_threads
         self._page_payloads = PAGE_PAYLOADS[page_payloads]
         self._fields = FieldCache(field_cache_points)
@@ -126,7 +129,11 @@ class EdgeStore:
                 payloads = self._page_payloads if spec.name == PAGES else None
                 try:
                     shards[spec.name] = _open_shard(
-                        self._root / spec.name, spec, self._search_threads, payloads
+                        self._root / spec.name,
+                        spec,
+                        self._search_threads,
+                        payloads,
+                        self._meta_keys,
                     )
                 except DamagedLog as exc:
                     damaged.append(exc.path)  # every one named at once, not one per start
@@ -373,7 +380,11 @@ async def _call(in_thread: bool, function: Callable[..., T], *args: Any) -> T:
 
 
 def _open_shard(
-    path: Path, spec: CollectionSpec, search_threads: int, payloads: qe.Memory | None = None
+    path: Path,
+    spec: CollectionSpec,
+    search_threads: int,
+    payloads: qe.Memory | None = None,
+    meta_keys: Sequence[str] = (),
 ) -> qe.EdgeShard:
     config = qe.EdgeConfig(
         vectors={DENSE: qe.EdgeVectorParams(size=spec.dim, distance=qe.Distance.Cosine)},
@@ -408,10 +419,12 @@ def _open_shard(
             f"{exc}. A folder made with another MEMORYOS_EMBEDDER or MEMORYOS_EMBEDDING_DIM "
             "cannot be reused; point MEMORYOS_DATA_DIR elsewhere."
         ) from exc
-    for field in (USER_ID, *KEYWORD_FIELDS.get(spec.name, ())):
+    for field, kind in [(USER_ID, "keyword"), *indexed_fields(spec.name, meta_keys)]:
         with store_errors("edge", f"index {field} in {spec.name}"):
             if field not in shard.info().payload_schema:
-                schema = qe.PayloadSchemaType.Keyword
+                schema = (
+                    qe.PayloadSchemaType.Float if kind == "float" else qe.PayloadSchemaType.Keyword
+                )
                 shard.update(qe.UpdateOperation.create_field_index(field, schema))
     return shard
 
@@ -477,15 +490,15 @@ def _flush_and_close(shards: dict[str, qe.EdgeShard]) -> None:
 
 
 def _filter(user_id: str | None, where: Filter | None) -> qe.Filter:
-    return qe.Filter(
-        must=[
-            qe.FieldCondition(
-                key=key,
-                match=qe.MatchAny(value) if isinstance(value, list) else qe.MatchValue(value),
-            )
-            for key, value in match_pairs(user_id, where)
-        ]
-    )
+    return qe.Filter(must=[_condition(k, v) for k, v in match_pairs(user_id, where)])
+
+
+def _condition(key: str, value: FilterValue) -> qe.FieldCondition:
+    if isinstance(value, Between):
+        return qe.FieldCondition(key, range=qe.RangeFloat(gte=value.gte, lt=value.lt))
+    if isinstance(value, list):
+        return qe.FieldCondition(key, match=qe.MatchAny(value))
+    return qe.FieldCondition(key, match=qe.MatchValue(value))
 
 
 def _dense_query(vector: Sequence[float]) -> qe.Query:

@@ -15,10 +15,9 @@ from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
 
-from adapters.ports import Filter, Hit, Point, SparseVector
+from adapters.ports import Between, Filter, FilterValue, Hit, Point, SparseVector
 from adapters.stores.common import (
     DENSE,
-    KEYWORD_FIELDS,
     LEXICAL,
     RRF_K,
     SCROLL_PAGE,
@@ -29,6 +28,7 @@ from adapters.stores.common import (
     check_search,
     collection_specs,
     in_order,
+    indexed_fields,
     match_pairs,
     prefetch_limit,
     sparse_parts,
@@ -47,8 +47,17 @@ warnings.filterwarnings("ignore", message="Failed to obtain server version", cat
 class QdrantStore:
     name = "qdrant"
 
-    def __init__(self, location: str, *, api_key: str | None = None, timeout: int = 10) -> None:
+    def __init__(
+        self,
+        location: str,
+        *,
+        api_key: str | None = None,
+        timeout: int = 10,
+        meta_keys: Sequence[str] = (),
+    ) -> None:
+        """``meta_keys``: the pages' meta keys a retrieve may filter on (indexed)."""
         self._server = location.startswith(("http://", "https://"))
+        self._meta_keys = tuple(meta_keys)
         self._specs: dict[str, CollectionSpec] = {}
         with store_errors(self.name, f"opening {location}"):
             if self._server:
@@ -240,9 +249,14 @@ class QdrantStore:
                 ),
                 wait=True,
             )
-            for field in KEYWORD_FIELDS.get(spec.name, ()):
+            for field, kind in indexed_fields(spec.name, self._meta_keys):
+                schema = (
+                    models.PayloadSchemaType.FLOAT
+                    if kind == "float"
+                    else models.PayloadSchemaType.KEYWORD
+                )
                 await self._client.create_payload_index(
-                    spec.name, field, field_schema=models.PayloadSchemaType.KEYWORD, wait=True
+                    spec.name, field, field_schema=schema, wait=True
                 )
 
     async def _check_existing(self, spec: CollectionSpec) -> None:
@@ -257,17 +271,15 @@ class QdrantStore:
 
 
 def _filter(user_id: str | None, where: Filter | None) -> models.Filter:
-    return models.Filter(
-        must=[
-            models.FieldCondition(
-                key=key,
-                match=models.MatchAny(any=value)
-                if isinstance(value, list)
-                else models.MatchValue(value=value),
-            )
-            for key, value in match_pairs(user_id, where)
-        ]
-    )
+    return models.Filter(must=[_condition(k, v) for k, v in match_pairs(user_id, where)])
+
+
+def _condition(key: str, value: FilterValue) -> models.FieldCondition:
+    if isinstance(value, Between):
+        return models.FieldCondition(key=key, range=models.Range(gte=value.gte, lt=value.lt))
+    if isinstance(value, list):
+        return models.FieldCondition(key=key, match=models.MatchAny(any=value))
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
 
 
 def _vectors(point: Point) -> dict[str, Any]:

@@ -382,7 +382,8 @@ async def test_retrieve_returns_the_documented_shape(client: httpx.AsyncClient) 
         "agent_traits",
     }
     [short] = body["short_term"]
-    assert set(short) == {"page_id", "turn_id", "query", "response", "timestamp", "meta", "chain"}
+    assert set(short) == {"page_id", "turn_id", "query", "response", "timestamp", "meta", "chain",
+                          "assistant_id", "channel", "conversation_id"}  # fmt: skip
     assert short["meta"] == {"source": "crm"}
     assert short["chain"] == {"prev": None, "next": None, "summary": "tea"}
     [mid] = body["mid_term"]

@@ -51,6 +51,7 @@ class FakeMemory:
         self.failure: Exception | None = None
         self.profiles: dict[str, dict[str, Any]] = {}
         self.messages: list[Any] = []
+        self.scopes: list[dict[str, Any]] = []  # the filters and times retrieves were given
 
     async def add_turns(self, turns: list[TurnEvent]) -> list[str]:
         if self.failure:
@@ -59,8 +60,14 @@ class FakeMemory:
         return [turn.turn_id for turn in turns]
 
     async def retrieve(
-        self, user_id: str, query: str, top_k: int | None = None, assistant_id: str | None = None
+        self,
+        user_id: str,
+        query: str,
+        top_k: int | None = None,
+        assistant_id: str | None = None,
+        **scope: Any,
     ) -> Retrieved:
+        self.scopes.append(scope)
         return Retrieved(
             short_term=[tea_page("t1", {"source": "crm"})],
             mid_term=[(tea_page("t0"), "seg-1", 0.75)],
@@ -74,7 +81,12 @@ class FakeMemory:
         )
 
     async def respond(
-        self, user_id: str, query: str, assistant_id: str | None = None, record: bool = True
+        self,
+        user_id: str,
+        query: str,
+        assistant_id: str | None = None,
+        record: bool = True,
+        **scope: Any,
     ) -> Responded:
         self.responded.append((user_id, query, assistant_id))
         memory = await self.retrieve(user_id, query)

@@ -18,6 +18,7 @@ from adapters.ports import (
     PERSONAS,
     SEGMENTS,
     USER_KNOWLEDGE,
+    Between,
     Point,
     VectorStore,
 )
@@ -390,3 +391,39 @@ async def test_a_vacuum_keeps_every_live_point_as_it_was(store: VectorStore) -> 
     assert await store.scroll(PAGES, "alice") == before
     assert [h.id for h in await store.search(PAGES, "alice", [1.0, 0.1, 0.0, 0.0], 5)] == nearest
     assert await store.count(PAGES, "bob") == 1
+
+
+async def test_scoped_searches_filter_in_the_store_before_the_limit(store: VectorStore) -> None:
+    """A retrieve's filters (channel, conversation, time range, a meta key) are conditions of
+    the search itself: the nearest points are all of the other channel, yet a search scoped to
+    this one still returns ``limit`` points, each matching; dense, hybrid and lexical alike."""
+    points = [
+        point(
+            f"p{n}",
+            "alice",
+            [1.0, 0.0, 0.0, 0.0] if n % 2 else [0.6, 0.8, 0.0, 0.0],  # sms nearest the query
+            channel="sms" if n % 2 else "web",
+            conversation_id=f"c{n % 3}",
+            ts=1_000.0 + n,
+            meta={"order_id": f"o{n % 4}"},
+            sparse={7: 1.0},
+        )
+        for n in range(12)
+    ]
+    await store.upsert(PAGES, points)
+    query = [1.0, 0.0, 0.0, 0.0]
+    for extra in ({}, {"sparse": {7: 1.0}}, {"sparse": {7: 1.0}, "lexical_only": True}):
+        web = await store.search(PAGES, "alice", query, 3, where={"channel": "web"}, **extra)  # type: ignore[arg-type]
+        assert [hit.payload["channel"] for hit in web] == ["web"] * 3, extra
+    spans = await store.search(PAGES, "alice", query, 10, where={"ts": Between(1_004.0, 1_008.0)})
+    assert sorted(hit.payload["ts"] for hit in spans) == [1_004.0, 1_005.0, 1_006.0, 1_007.0]
+    after = await store.scroll(PAGES, "alice", {"ts": Between(gte=1_010.0)})
+    assert sorted(p.payload["ts"] for p in after) == [1_010.0, 1_011.0]
+    both = await store.search(
+        PAGES, "alice", query, 10, where={"conversation_id": "c1", "meta.order_id": "o1"}
+    )
+    assert [hit.payload["key"] for hit in both] == ["p1"]  # c1 and o1: 1, not 4, 7, 10 nor 5, 9
+    many = await store.count(PAGES, "alice", {"channel": ["web", "sms"], "ts": Between(lt=1_002.0)})
+    assert many == 2
+    with pytest.raises(StoreError):
+        await store.search(PAGES, "alice", query, 3, where={"ts": Between()})

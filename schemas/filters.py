@@ -1,0 +1,58 @@
+"""What a retrieve or a respond may be scoped to: channel, assistant, conversation, time, meta.
+
+Each filter is a condition on an indexed payload field of the pages, applied by the store in
+the same search that ranks them (never a pass over a user's pages afterwards), so a filtered
+retrieve still returns up to k pages that match.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
+
+from schemas.limits import utc_in_range
+from schemas.turn import Channel, Identifier
+
+MAX_CHANNELS = 20
+MAX_META_FILTERS = 8
+MetaValue = Annotated[StrictStr, Field(max_length=256)]
+
+
+class Filters(BaseModel):
+    """Every filter given must hold (AND); a list of channels means any of them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    channel: (
+        Channel | Annotated[list[Channel], Field(min_length=1, max_length=MAX_CHANNELS)] | None
+    ) = Field(None, description="the pages of this channel, or of any of these")
+    assistant_id: Identifier | None = Field(None, description="the pages this assistant answered")
+    conversation_id: Identifier | None = Field(None, description="the pages of one conversation")
+    after: datetime | None = Field(None, description="pages at or after this time (ISO 8601)")
+    before: datetime | None = Field(None, description="pages before this time (ISO 8601)")
+    meta: Annotated[dict[str, MetaValue], Field(max_length=MAX_META_FILTERS)] | None = Field(
+        None,
+        description="equality on top-level keys of the turns' meta (string values); only the "
+        "keys named in MEMORYOS_FILTER_META_KEYS are indexed and may be used",
+    )
+
+    @field_validator("after", "before")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else utc_in_range(value)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Filters:
+        if self.after is not None and self.before is not None and self.after >= self.before:
+            raise ValueError("after must be earlier than before")
+        return self
+
+    def is_empty(self) -> bool:
+        return (
+            not any(
+                (self.channel, self.assistant_id, self.conversation_id, self.after, self.before)
+            )
+            and not self.meta
+        )
