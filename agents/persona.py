@@ -17,11 +17,21 @@ from adapters.journal import Journal, NoJournal
 from adapters.keyring import generation
 from adapters.llm.prompts import dialogue_text
 from agents.forget import check_marker
-from agents.runtime import BatchRunner, RecordStage
-from memory.facts import Delta, Found, PageText, book_from_persona, current, edited, extracted
+from agents.runtime import BatchRunner, Consumed, RecordStage
+from memory.facts import (
+    Delta,
+    Found,
+    PageText,
+    book_from_persona,
+    current,
+    edited,
+    extracted,
+    fit,
+)
 from memory.persona import FactKind, assistant_of, merge_traits, with_agent_traits
 from memory.profile import PATTERNS, profile_from_facts
 from schemas.codec import dumps
+from schemas.errors import InvalidEvent
 from schemas.facts import FactBook, FactEdit, PersonaInput
 from schemas.records import ForgetUser, Page, Persona, PersonaApplied, PersonaJob, Trait
 from schemas.topics import user_key
@@ -43,6 +53,13 @@ class PersonaAgent(RecordStage):
         self.send_mid_term = send_mid_term
         self.runner = runner
         self.journal: Journal = journal or NoJournal()
+
+    async def handle(self, item: Consumed[PersonaInput]) -> None:
+        """A fact edit comes from the API sealed with the user's key: a plain one was written
+        to the topic by someone else, and changes nothing."""
+        if isinstance(item.record.root, FactEdit) and item.gen is None:
+            raise InvalidEvent("a fact edit must be sealed with the user's key", field="body")
+        await self.apply(item.record.root)
 
     async def apply(self, event: PersonaJob | FactEdit | ForgetUser) -> None:
         if isinstance(event, ForgetUser):
@@ -120,7 +137,12 @@ class PersonaAgent(RecordStage):
                 for key, value in persona.profile.items()
                 if key not in _attributes(delta.unstored)
             } | profile_from_facts(_texts_of(after))
-            await self._store(after, persona.model_copy(update={"profile": profile}), [delta])
+            try:
+                await self._store(after, persona.model_copy(update={"profile": profile}), [delta])
+            except InvalidEvent:
+                # it can never be stored: dead-lettered once, not re-sent by every pass
+                await self.journal.settle_fact_edits(change.user_id, [change.edit_id])
+                raise
         await self.journal.settle_fact_edits(change.user_id, [change.edit_id])
 
     async def _book(self, persona: Persona) -> FactBook:
@@ -132,8 +154,10 @@ class PersonaAgent(RecordStage):
     async def _store(self, book: FactBook, persona: Persona, deltas: Sequence[Delta]) -> None:
         """Points first, the book and the persona last: a crash in between leaves the job
         (or the edit) unacknowledged, and applying it again writes the same."""
-        stored = [fact for delta in deltas for fact in delta.stored]
-        unstored = [fact for delta in deltas for fact in delta.unstored]
+        book, dropped = fit(book)  # within what the store takes, before any point is written
+        gone = {fact.fact_id for fact in dropped}
+        stored = [fact for delta in deltas for fact in delta.stored if fact.fact_id not in gone]
+        unstored = [fact for delta in deltas for fact in delta.unstored] + dropped
         repo = self.deps.repo
         await repo.delete_fact_points(book.user_id, unstored)
         if stored:

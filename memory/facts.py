@@ -13,16 +13,18 @@ points, so retrieval ranks current facts only. The rules:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from memory.fact_keys import attribute_of
+from memory.fact_keys import attribute_of, states_only
 from memory.ids import fact_id
 from memory.persona import FactKind
 from memory.text import STOPWORDS, normalize_fact, tokenize
 from schemas.facts import (
     API,
+    MAX_FACT_CHARS,
     Fact,
     FactBook,
     FactChange,
@@ -43,7 +45,12 @@ MAX_SOURCES = 20  # page ids (and turn ids) a fact keeps, newest last
 MAX_CHANGES = 30  # history entries a fact keeps, newest last
 MAX_REMOVED = 1_000  # ids of deleted or edited-away facts held back from extraction
 MAX_EDITS = 500  # ids of applied API edits remembered against re-sends
+MAX_PINNED = 100  # pinned facts per kind (and per assistant for agent traits)
+MAX_BOOK_BYTES = 512 * 1024  # a user's book as JSON: half the store's payload limit
+KEPT_WHEN_FULL = 3  # history entries a fact keeps once the book is at its bound
+KEPT_REMOVED = 200
 _EMPTY_ANSWERS = frozenset({"", "none"})
+_WORDY = re.compile(r"[^\W_]")
 
 
 @dataclass(frozen=True)
@@ -90,14 +97,19 @@ def extracted(
     work = _Work(book)
     job_pages = {page.page_id for page in pages}
     for item in found:
-        text = item.text.strip()
-        if normalize_fact(text) in _EMPTY_ANSWERS:
+        text = item.text.strip()[:MAX_FACT_CHARS]
+        if not said_something(text):
             continue
         fid = fact_id(book.user_id, kind, text, _assistant_key(kind, assistant_id))
         if fid in work.removed:
             continue
         source = provenance(text, pages)
         fact = work.by_id.get(fid) or work.same_text(kind, assistant_id, text)
+        if fact is not None and fact.current:
+            # said again: newest in the FIFO, its sources grow; no history entry, or a fact
+            # restated in every job would fill its history with nothing new
+            work.put_newest(fact.model_copy(update={"source": _merged(fact.source, source)}))
+            continue
         if fact is None:
             fact = Fact(
                 fact_id=fid,
@@ -107,8 +119,8 @@ def extracted(
                 source=source,
                 assistant_id=assistant_id if kind is FactKind.AGENT else None,
             )
-        elif not fact.current and job_pages <= _pages_of(fact) | _pages_of_successor(work, fact):
-            continue  # the pages it came from, read again: it stays superseded
+        elif job_pages & (_pages_of(fact) | _pages_of_successor(work, fact)):
+            continue  # pages it (or what replaced it) came from, read again: still superseded
         else:
             fact = fact.model_copy(
                 update={
@@ -125,18 +137,24 @@ def extracted(
 
 
 def edited(book: FactBook, edit: FactEdit, at: datetime, capacity: int) -> tuple[FactBook, Delta]:
-    """An API edit applied; a re-sent one (same ``edit_id``) changes nothing."""
+    """An API edit applied. A re-sent one (same ``edit_id``) changes nothing, nor does one
+    older than the last edit applied (``edit.at``): a copy the reconciler sends again after a
+    later edit went through cannot undo it."""
     if edit.edit_id in book.edits:
         return book, Delta()
     work = _Work(book)
     work.edits.append(edit.edit_id)
+    if edit.at < book.last_edit_at:
+        return work.done()
+    work.last_edit_at = edit.at
     fact = work.by_id.get(edit.fact_id)
     if edit.op == "add" and edit.text is not None and edit.fact_kind is not None:
         kind = KINDS[edit.fact_kind]
-        fid = fact_id(book.user_id, kind, edit.text, _assistant_key(kind, edit.assistant_id))
+        fid = add_id(book, kind, edit.text, edit.assistant_id)
         fact = work.by_id.get(fid)
         if fid in work.removed:
             work.removed.remove(fid)  # added again on purpose: it may be extracted again too
+        pinned = edit.pinned if edit.pinned is not None else bool(fact and fact.pinned)
         fact = (
             fact
             or Fact(
@@ -147,9 +165,8 @@ def edited(book: FactBook, edit: FactEdit, at: datetime, capacity: int) -> tuple
                 source=API,
                 assistant_id=edit.assistant_id if kind is FactKind.AGENT else None,
             )
-        ).model_copy(
-            update={"superseded_by": None, "superseded_at": None, "pinned": bool(edit.pinned)}
-        )
+        ).model_copy(update={"superseded_by": None, "superseded_at": None})
+        fact = fact.model_copy(update={"pinned": pinned and work.may_pin(fact)})
         work.put_newest(fact)
         work.note(fid, FactChange(change="added", at=at, source=API, text=fact.text))
         work.supersede_for(fact, (), at, API)
@@ -158,7 +175,10 @@ def edited(book: FactBook, edit: FactEdit, at: datetime, capacity: int) -> tuple
         if edit.text is not None and edit.text != fact.text:
             fact = fact.model_copy(update={"text": edit.text})
             work.note(fact.fact_id, FactChange(change="edited", at=at, source=API, text=edit.text))
-        if edit.pinned is not None and edit.pinned != fact.pinned:
+            if fact.current:  # another current fact saying the same is now this one
+                work.supersede_same_text(fact, at)
+        pin = edit.pinned is not None and edit.pinned != fact.pinned
+        if pin and (not edit.pinned or (fact.current and work.may_pin(fact))):
             fact = fact.model_copy(update={"pinned": edit.pinned})
             change = "pinned" if edit.pinned else "unpinned"
             work.note(fact.fact_id, FactChange(change=change, at=at, source=API))
@@ -173,6 +193,53 @@ def edited(book: FactBook, edit: FactEdit, at: datetime, capacity: int) -> tuple
         ]
         work.note(fact.fact_id, FactChange(change="deleted", at=at, source=API))
     return work.done()
+
+
+def add_id(book: FactBook, kind: FactKind, text: str, assistant_id: str | None) -> str:
+    """The id a fact added through the API gets: the current fact that says the same if there
+    is one; else the id of its text, unless that id names a fact whose text was corrected to
+    something else since, and then an id of its own."""
+    wanted = normalize_fact(text)
+    for fact in current(book, kind, assistant_id):
+        if normalize_fact(fact.text) == wanted:
+            return fact.fact_id  # a current fact says it already: that one
+    scope = _assistant_key(kind, assistant_id)
+    fid = fact_id(book.user_id, kind, text, scope)
+    held = next((f for f in book.facts if f.fact_id == fid), None)
+    if held is None or normalize_fact(held.text) == normalize_fact(text):
+        return fid
+    return fact_id(book.user_id, kind, "\u2063again: " + text, scope)
+
+
+def said_something(text: str) -> bool:
+    """Whether a fact's text holds a word: not blank, not "None", not invisible characters."""
+    return normalize_fact(text) not in _EMPTY_ANSWERS and _WORDY.search(text) is not None
+
+
+def fit(book: FactBook, max_bytes: int = MAX_BOOK_BYTES) -> tuple[FactBook, list[Fact]]:
+    """The book within ``max_bytes`` as JSON, and the current facts it had to drop (their
+    points must go): histories shortened first, then superseded facts, then the oldest
+    unpinned current facts. A store refuses a document past its limit, and a user whose book
+    cannot be stored could not be changed any more."""
+    if _size(book) <= max_bytes:
+        return book, []
+    history = {fid: changes[-KEPT_WHEN_FULL:] for fid, changes in book.history.items()}
+    book = book.model_copy(update={"history": history, "removed": book.removed[-KEPT_REMOVED:]})
+    dropped: list[Fact] = []
+    facts = list(book.facts)
+    for fact in sorted(facts, key=lambda f: (f.current, f.pinned, f.created_at)):
+        if _size(book) <= max_bytes:
+            break
+        facts.remove(fact)
+        book.history.pop(fact.fact_id, None)
+        if fact.current:
+            dropped.append(fact)
+        book = book.model_copy(update={"facts": list(facts)})
+    return book, dropped
+
+
+def _size(book: FactBook) -> int:
+    return len(book.model_dump_json())
 
 
 def provenance(text: str, pages: Sequence[PageText]) -> FactSource:
@@ -273,6 +340,7 @@ class _Work:
         self.history = {fid: list(changes) for fid, changes in book.history.items()}
         self.removed = list(book.removed)
         self.edits = list(book.edits)
+        self.last_edit_at = book.last_edit_at
         self.before = {f.fact_id: f for f in book.facts if f.current}
 
     def same_text(self, kind: FactKind, assistant_id: str | None, text: str) -> Fact | None:
@@ -284,6 +352,29 @@ class _Work:
             if same_scope and normalize_fact(fact.text) == wanted:
                 return fact
         return None
+
+    def may_pin(self, fact: Fact) -> bool:
+        """Under MAX_PINNED pinned facts of its kind and scope (itself aside)."""
+        scope = _scope_of(fact)
+        pinned = [
+            f
+            for f in self.by_id.values()
+            if f.pinned and f.current and f.kind == fact.kind and _scope_of(f) == scope
+        ]
+        return len([f for f in pinned if f.fact_id != fact.fact_id]) < MAX_PINNED
+
+    def supersede_same_text(self, fact: Fact, at: datetime) -> None:
+        """Two current facts never say the same: the other one is superseded by ``fact``."""
+        wanted, scope = normalize_fact(fact.text), _scope_of(fact)
+        for other in list(self.by_id.values()):
+            same = other.kind == fact.kind and _scope_of(other) == scope and other.current
+            if same and other.fact_id != fact.fact_id and normalize_fact(other.text) == wanted:
+                self.supersede(other, fact, at, API)
+
+    def supersede(self, old: Fact, new: Fact, at: datetime, source: Source) -> None:
+        self.replace(old.model_copy(update={"superseded_by": new.fact_id, "superseded_at": at}))
+        change = FactChange(change="superseded", at=at, source=source, superseded_by=new.fact_id)
+        self.note(old.fact_id, change)
 
     def put_newest(self, fact: Fact) -> None:
         self.by_id.pop(fact.fact_id, None)
@@ -308,20 +399,13 @@ class _Work:
                 continue
             if old.kind != new.kind or _scope_of(old) != scope:
                 continue
-            same_attribute = attribute is not None and attribute_of(old.text) == attribute
+            same_attribute = (
+                attribute is not None
+                and attribute_of(old.text) == attribute
+                and states_only(old.text)
+            )
             if same_attribute or old.fact_id in updates:
-                self.replace(
-                    old.model_copy(update={"superseded_by": new.fact_id, "superseded_at": at})
-                )
-                self.note(
-                    old.fact_id,
-                    FactChange(
-                        change="superseded",
-                        at=at,
-                        source=source,
-                        superseded_by=new.fact_id,
-                    ),
-                )
+                self.supersede(old, new, at, source)
 
     def trim(self, kind: FactKind, assistant_id: str | None, capacity: int) -> None:
         """The FIFO bound on current facts (pinned exempt), and on superseded ones kept."""
@@ -361,5 +445,6 @@ class _Work:
             history={fid: h for fid, h in self.history.items() if fid in kept},
             removed=removed,
             edits=self.edits[-MAX_EDITS:],
+            last_edit_at=self.last_edit_at,
         )
         return book, delta

@@ -12,10 +12,18 @@ import re
 from collections.abc import Iterable
 
 _NAME = r"([A-Z][\w'-]*(?:[ -][A-Z][\w'-]*){0,3})"  # capitalised words: Ann, Mary-Jo Smith
+# "call me Tomorrow", "call me Back": capitalised, and no name
+_NOT_A_NAME = (
+    r"(?!(?:Tomorrow|Today|Tonight|Later|Back|Anytime|Monday|Tuesday|Wednesday|Thursday"
+    r"|Friday|Saturday|Sunday)\b)"
+)
 _PLACE = r"([A-Z][\w'.-]*(?:[ -](?:[A-Z][\w'.-]*|of|de|la|upon)){0,4})"
 _END = r"(?=\s+(?:at|in|for|since|on|and|with|now)\b|\s*[(.,;!]|$)"
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("name", re.compile(r"\b(?i:my name is|I'm called|I am called|call me) " + _NAME)),
+    (
+        "name",
+        re.compile(r"\b(?i:my name is|I'm called|I am called|call me) " + _NOT_A_NAME + _NAME),
+    ),
     ("location", re.compile(r"\b(?:I|[Ww]e) (?:live|am living|'m living|are living) in " + _PLACE)),
     (
         "location",

@@ -8,6 +8,7 @@ history, and the ids that must never be extracted again (deleted, or edited away
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -18,8 +19,20 @@ from schemas.turn import Identifier, UserRef, _unicode
 
 FactKindName = Literal["user_knowledge", "agent_trait"]
 MAX_FACT_CHARS = 1_000
+_WORD = re.compile(r"[^\W_]")
+
+
+def _worded(value: str) -> str:
+    if _WORD.search(value) is None:
+        raise ValueError("a fact must say something: at least one letter or digit")
+    return value.strip()
+
+
 FactText = Annotated[
-    StrictStr, Field(min_length=1, max_length=MAX_FACT_CHARS), AfterValidator(_unicode)
+    StrictStr,
+    Field(min_length=1, max_length=MAX_FACT_CHARS),
+    AfterValidator(_unicode),
+    AfterValidator(_worded),
 ]
 FactId = Annotated[StrictStr, Field(pattern=r"^[0-9a-f-]{36}$")]
 API: Literal["api"] = "api"
@@ -79,6 +92,7 @@ class FactBook(Record):
     history: dict[str, list[FactChange]] = Field(default_factory=dict)
     removed: list[str] = Field(default_factory=list)
     edits: list[str] = Field(default_factory=list)
+    last_edit_at: float = 0.0  # ``at`` of the newest API edit applied
 
 
 class FactEdit(Record):

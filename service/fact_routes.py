@@ -15,10 +15,11 @@ from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Path, Query
 
-from memory.facts import KINDS, book_from_persona
-from memory.ids import fact_id
+from memory.facts import KINDS, MAX_PINNED, add_id, book_from_persona, current
+from memory.persona import FactKind
 from schemas.errors import Conflict, InvalidEvent, NotFound
 from schemas.facts import Fact, FactBook, FactEdit, FactKindName
+from schemas.profile import DEFAULT_ASSISTANT
 from service.auth import Reader, Writer
 from service.models import (
     FactAccepted,
@@ -45,6 +46,11 @@ def add_fact_routes(app: FastAPI, service: ResponseService) -> None:
             return book
         at = datetime.fromtimestamp(service.deps.clock.now(), UTC)
         return book_from_persona(await service.deps.repo.load_persona(ref), at)
+
+    async def writable_book(ref: str) -> FactBook:
+        if await service.forgetting(ref):
+            raise Conflict(FORGETTING)
+        return await book_of(ref)
 
     async def known(ref: str, fid: str) -> Fact:
         """The user's fact ``fid``; while a DELETE of the user completes, a 409 for every
@@ -105,7 +111,12 @@ def add_fact_routes(app: FastAPI, service: ResponseService) -> None:
         if body.assistant_id is not None and body.kind != "agent_trait":
             raise InvalidEvent("assistant_id is for agent traits only", field="assistant_id")
         scope = body.assistant_id if body.kind == "agent_trait" else None
-        fid = fact_id(ref, KINDS[body.kind], body.text, scope)
+        if scope == DEFAULT_ASSISTANT:
+            scope = None  # the default assistant's traits are named by none
+        book = await writable_book(ref)
+        fid = add_id(book, KINDS[body.kind], body.text, scope)
+        if body.pinned:
+            check_pinnable(book, fid, KINDS[body.kind], scope)
         return await send(
             ref,
             "add",
@@ -129,7 +140,14 @@ def add_fact_routes(app: FastAPI, service: ResponseService) -> None:
         if body.text is None and body.pinned is None:
             raise InvalidEvent("give text, pinned or both", field="body")
         ref = who.user(user_id)
-        await known(ref, fact_id)
+        fact = await known(ref, fact_id)
+        if body.pinned and not fact.pinned:
+            if not fact.current:
+                raise Conflict(
+                    "a superseded fact cannot be pinned: add its text again, or edit the fact "
+                    f"that superseded it ({fact.superseded_by})"
+                )
+            check_pinnable(await book_of(ref), fact_id, KINDS[fact.kind], fact.assistant_id)
         return await send(ref, "edit", fact_id, text=body.text, pinned=body.pinned)
 
     @app.delete(
@@ -159,3 +177,12 @@ def add_fact_routes(app: FastAPI, service: ResponseService) -> None:
             else:
                 raise NotFound(f"no fact {fact_id} in this user's memory")
         return {"fact_id": fact_id, "changes": [c.model_dump(mode="json") for c in changes]}
+
+
+def check_pinnable(book: FactBook, fid: str, kind: FactKind, assistant_id: str | None) -> None:
+    pinned = [f for f in current(book, kind, assistant_id) if f.pinned and f.fact_id != fid]
+    if len(pinned) >= MAX_PINNED:
+        raise Conflict(
+            f"{MAX_PINNED} facts of this kind are pinned already: unpin one first (pinned facts "
+            "never age out, so their number is bounded)"
+        )

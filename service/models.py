@@ -341,7 +341,9 @@ class FactIn(BaseModel):
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
         description="agent traits only: the assistant they describe (none: the default one)",
     )
-    pinned: StrictBool = False
+    pinned: StrictBool | None = Field(
+        None, description="never superseded, never ages out; absent: as it is (new: false)"
+    )
 
 
 class FactPatch(BaseModel):

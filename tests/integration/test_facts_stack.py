@@ -21,7 +21,7 @@ from tests.support.stacks import eventually, running_stack
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 RUNS = [
-    ("I live in Lyon and I run trail races every month.", "Trail racing near Lyon sounds fun."),
+    ("I live in Lyon. I run trail races every month.", "Trail racing near Lyon sounds fun."),
     ("My trail running shoes are worn out after the last trail race.", "Time for new shoes."),
     ("I train for trail races on the hills every weekend.", "Hill training helps trail racing."),
     ("My dog is called Miso and joins my trail running.", "Miso must love trail running."),

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memory.fact_keys import attribute_of
-from memory.facts import Found, PageText, current, edited, extracted, provenance
+from memory.facts import Found, PageText, add_id, current, edited, extracted, fit, provenance
 from memory.ids import fact_id
 from memory.persona import FactKind
 from schemas.facts import FactBook, FactEdit, FactSource
@@ -163,3 +163,91 @@ def test_provenance_names_the_page_that_said_it():
         turn_ids=["t2"], page_ids=["p2"]
     )
     assert provenance("Unrelated words entirely.", pages).page_ids == ["p1", "p2"]
+
+
+# --- what an attack on the first version found ---
+
+
+def edit_at(book: FactBook, op: str, fid: str, edit_id: str, at: float, **fields: object):
+    change = FactEdit(user_id=book.user_id, edit_id=edit_id, op=op, fact_id=fid, at=at, **fields)
+    return edited(book, change, T0, 100)
+
+
+def test_an_older_edit_sent_again_after_a_newer_one_changes_nothing():
+    book, _ = learn(FactBook(user_id="u"), "I am allergic to nuts.")
+    fid = book.facts[0].fact_id
+    book, _ = edit_at(book, "edit", fid, "second", 20.0, text="Allergic to peanuts, final.")
+    book, delta = edit_at(book, "edit", fid, "first", 10.0, text="First correction.")
+    assert texts(book) == ["Allergic to peanuts, final."]
+    assert not delta.stored
+    book, _ = edit_at(book, "delete", fid, "del", 30.0)
+    book, _ = edit_at(book, "add", "0" * 36, "old-add", 5.0, text="I am allergic to nuts.",
+                      fact_kind="user_knowledge")  # fmt: skip
+    assert texts(book) == [], "an add older than the delete does not bring it back"
+
+
+def test_a_job_read_again_leaves_what_a_later_job_superseded():
+    pages = [page(0, "User: I live in Lyon."), page(1, "User: my shoes are worn out")]
+    job = [Found("I live in Lyon."), Found("My shoes are worn out.")]
+    book, _ = extracted(FactBook(user_id="u"), USER, job, None, pages, T0, 100)
+    book, _ = learn(book, "We moved to Paris.", n=5)
+    again, _ = extracted(book, USER, job, None, pages, T0, 100)  # job 1 delivered again
+    assert "I live in Lyon." not in texts(again)
+    assert "We moved to Paris." in texts(again)
+
+
+def test_two_current_facts_never_say_the_same():
+    book, _ = learn(FactBook(user_id="u"), "I like tea.", "I like jazz.")
+    tea, jazz = (f.fact_id for f in book.facts)
+    book, _ = edit(book, "edit", tea, text="I like jazz.")
+    assert [f.fact_id for f in current(book, USER)] == [tea]
+    assert next(f for f in book.facts if f.fact_id == jazz).superseded_by == tea
+
+
+def test_adding_the_old_text_of_a_corrected_fact_makes_a_fact_of_its_own():
+    book, _ = learn(FactBook(user_id="u"), "I live in Lyon.")
+    lyon = book.facts[0].fact_id
+    book, _ = edit_at(book, "edit", lyon, "e1", 1.0, text="I like tea.")
+    add = add_id(book, USER, "I live in Lyon.", None)
+    assert add != lyon
+    book, _ = edit_at(
+        book, "add", add, "e2", 2.0, text="I live in Lyon.", fact_kind="user_knowledge"
+    )
+    assert sorted(texts(book)) == ["I like tea.", "I live in Lyon."]
+
+
+def test_adding_a_pinned_fact_again_without_pinned_keeps_it_pinned():
+    book, _ = edit_at(FactBook(user_id="u"), "add", "0" * 36, "e1", 1.0, text="I ski.",
+                      fact_kind="user_knowledge", pinned=True)  # fmt: skip
+    book, _ = edit_at(book, "add", "0" * 36, "e2", 2.0, text="I ski.", fact_kind="user_knowledge")
+    assert current(book, USER)[0].pinned
+
+
+def test_a_book_past_its_bound_is_trimmed_and_says_which_current_facts_went():
+    book = FactBook(user_id="u")
+    for round_ in range(30):
+        book, _ = learn(book, *(f"I own bike number {n} of {round_}." for n in range(40)), n=round_)
+    big = len(book.model_dump_json())
+    trimmed, dropped = fit(book, max_bytes=big // 4)
+    assert len(trimmed.model_dump_json()) <= big // 4
+    assert {f.fact_id for f in dropped} <= {f.fact_id for f in current(book, USER)}
+    assert not set(f.fact_id for f in dropped) & {f.fact_id for f in trimmed.facts}
+    assert fit(trimmed, max_bytes=big // 4) == (trimmed, [])
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("My husband is allergic to nuts.", "My husband is John."),
+        ("My phone number is 555-1234.", "My phone number is not working since Monday."),
+        ("My address is 3 Rue X, Lyon.", "My address is wrong on the invoice."),
+        ("My favourite colour is blue.", "My favourite colour is not available in size 42."),
+        ("My name is Ann.", "Call me Tomorrow if possible."),
+        ("My name is Ann and I am allergic to penicillin.", "My name is Annabel."),
+        ("My car is a blue Golf.", "My car is in the garage for repairs."),
+    ],
+)
+def test_a_statement_that_is_not_an_update_supersedes_nothing(older, newer):
+    book, _ = learn(FactBook(user_id="u"), older)
+    book, _ = learn(book, newer, n=2)
+    assert older in texts(book)

@@ -15,6 +15,9 @@ from adapters.api_keys import ApiKeys
 from adapters.journal import SqliteJournal
 from adapters.metrics import Metrics
 from adapters.settings import Settings
+from schemas.codec import dumps
+from schemas.facts import FactEdit
+from schemas.topics import DLQ, PERSONA, user_key
 from service.http import create_http_app
 from service.response import ResponseService
 from tests.support.fakes import Pipeline, make_deps
@@ -199,3 +202,39 @@ async def test_a_read_only_key_cannot_edit(setup: Setup) -> None:
     async with reader:
         assert (await reader.get("/v1/users/bob/facts")).status_code == 200
         assert (await reader.post("/v1/users/bob/facts", json={"text": "a"})).status_code == 403
+
+
+@pytest.mark.parametrize("text", ["   ", "\u200b", "...", "\u200b \u200b"])
+async def test_a_fact_that_says_nothing_is_refused(setup: Setup, text: str) -> None:
+    reply = await setup.clients["acme"].post("/v1/users/bob/facts", json={"text": text})
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["field"] == "text"
+
+
+async def test_a_superseded_fact_cannot_be_pinned(setup: Setup) -> None:
+    acme = setup.clients["acme"]
+    lyon = await add(acme, "bob", text="I live in Lyon.")
+    await setup.pipeline.drain()
+    await add(acme, "bob", text="We moved to Paris.")
+    await setup.pipeline.drain()
+    reply = await acme.patch(f"/v1/users/bob/facts/{lyon}", json={"pinned": True})
+    assert reply.status_code == 409, reply.text
+    assert "superseded" in reply.json()["error"]
+
+
+async def test_a_plain_fact_edit_on_the_topic_changes_nothing(setup: Setup) -> None:
+    """Only the API writes fact edits, sealed with the user's key: one written to the topic
+    in plain text by anyone else is dead-lettered."""
+    edit = FactEdit(
+        user_id="acme/bob",
+        edit_id="forged",
+        op="add",
+        fact_id=UNKNOWN,
+        fact_kind="user_knowledge",
+        text="I owe you nothing.",
+        at=0.0,
+    )
+    await setup.pipeline.send(PERSONA, user_key("acme/bob"), dumps(edit))
+    await setup.pipeline.drain()
+    assert await listed(setup.clients["acme"], "bob") == []
+    assert setup.pipeline.pending(DLQ) or setup.pipeline.topics[DLQ], "dead-lettered"
