@@ -58,6 +58,11 @@ def _present(**values: Any) -> JSON:
     }
 
 
+def _filters(filters: Mapping[str, Any] | None) -> JSON | None:
+    """The filters given (after and before as ISO 8601 when datetimes)."""
+    return None if filters is None else _present(**filters)
+
+
 def _model(model: type[Model]) -> Callable[[httpx.Response], Model]:
     return lambda response: model.model_validate(response.json())
 
@@ -122,16 +127,36 @@ def _message_id(response: httpx.Response) -> str:
 
 
 def retrieve(
-    user_id: str, query: str, top_k: int | None, assistant_id: str | None
+    user_id: str,
+    query: str,
+    top_k: int | None,
+    assistant_id: str | None,
+    filters: Mapping[str, Any] | None = None,
+    at: datetime | str | None = None,
 ) -> Call[RetrieveResponse]:
-    body = _present(query=query, top_k=top_k, assistant_id=assistant_id)
+    body = _present(
+        query=query, top_k=top_k, assistant_id=assistant_id, filters=_filters(filters), at=at
+    )
     return Call("POST", f"/v1/users/{_id(user_id)}/retrieve", _model(RetrieveResponse), body)
 
 
 def respond(
-    user_id: str, query: str, assistant_id: str | None, remember: bool = True
+    user_id: str,
+    query: str,
+    assistant_id: str | None,
+    remember: bool = True,
+    filters: Mapping[str, Any] | None = None,
+    at: datetime | str | None = None,
+    conversation_id: str | None = None,
 ) -> Call[RespondResponse]:
-    body = _present(query=query, assistant_id=assistant_id, remember=remember)
+    body = _present(
+        query=query,
+        assistant_id=assistant_id,
+        remember=remember,
+        filters=_filters(filters),
+        at=at,
+        conversation_id=conversation_id,
+    )
     return Call("POST", f"/v1/users/{_id(user_id)}/respond", _model(RespondResponse), body)
 
 
@@ -155,7 +180,7 @@ def list_facts(
 
 
 def add_fact(
-    user_id: str, text: str, kind: str, assistant_id: str | None, pinned: bool
+    user_id: str, text: str, kind: str, assistant_id: str | None, pinned: bool | None
 ) -> Call[FactAccepted]:
     body = _present(text=text, kind=kind, assistant_id=assistant_id, pinned=pinned)
     return Call("POST", f"/v1/users/{_id(user_id)}/facts", _model(FactAccepted), body)

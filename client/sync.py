@@ -116,15 +116,35 @@ class MemoryClient:
     # --- memory out ---
 
     def retrieve(
-        self, user_id: str, query: str, *, top_k: int | None = None, assistant_id: str | None = None
+        self,
+        user_id: str,
+        query: str,
+        *,
+        top_k: int | None = None,
+        assistant_id: str | None = None,
+        filters: Mapping[str, Any] | None = None,
+        at: datetime | str | None = None,
     ) -> RetrieveResponse:
-        return self._send(calls.retrieve(user_id, query, top_k, assistant_id))
+        """``filters``: channel, assistant_id, conversation_id, after, before, meta (all must
+        hold); ``at``: when the question is asked, for "yesterday", "last week" and the like."""
+        return self._send(calls.retrieve(user_id, query, top_k, assistant_id, filters, at))
 
     def respond(
-        self, user_id: str, query: str, *, assistant_id: str | None = None, remember: bool = True
+        self,
+        user_id: str,
+        query: str,
+        *,
+        assistant_id: str | None = None,
+        remember: bool = True,
+        filters: Mapping[str, Any] | None = None,
+        at: datetime | str | None = None,
+        conversation_id: str | None = None,
     ) -> RespondResponse:
-        """``remember=False``: an answer for a draft, not kept in the user's memory."""
-        return self._send(calls.respond(user_id, query, assistant_id, remember))
+        """``remember=False``: an answer for a draft, not kept in the user's memory;
+        ``conversation_id``: the conversation the remembered exchange belongs to."""
+        return self._send(
+            calls.respond(user_id, query, assistant_id, remember, filters, at, conversation_id)
+        )
 
     def get_memory(self, user_id: str) -> MemoryResponse:
         return self._send(calls.get_memory(user_id))
@@ -152,7 +172,7 @@ class MemoryClient:
         text: str,
         kind: str = "user_knowledge",
         assistant_id: str | None = None,
-        pinned: bool = False,
+        pinned: bool | None = None,
     ) -> FactAccepted:
         """Add a fact (source "api"); its fact_id. Applied in the user's order moments later."""
         return self._send(calls.add_fact(user_id, text, kind, assistant_id, pinned))

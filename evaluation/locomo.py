@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, get_args
 
@@ -303,10 +304,14 @@ async def ask(
 ) -> Record:
     service = stack.service
     assert service is not None
-    retrieved = await service.retrieve(sample.user_id, question.text, top_k=k)
+    # LoCoMo's questions have no asking time: the conversation's last session is when
+    at = asked_at(sample)
+    retrieved = await service.retrieve(sample.user_id, question.text, top_k=k, at=at)
     others = {
         mode: _ranked(
-            (await service.retrieve(sample.user_id, question.text, top_k=k, mode=mode)).context()
+            (
+                await service.retrieve(sample.user_id, question.text, top_k=k, mode=mode, at=at)
+            ).context()
         )
         for mode in modes
     }
@@ -393,3 +398,8 @@ class TurnBaselines:
         similarity = queries @ self.vectors.T  # unit vectors: dot product is cosine
         order = np.argsort(-similarity, axis=1, kind="stable")[:, :depth]
         return [self.ranked([int(i) for i in row]) for row in order]
+
+
+def asked_at(sample: Sample) -> datetime:
+    """When a sample's questions are asked: just after its last session (its last turn)."""
+    return max(turn.timestamp for turn in sample.turns) + timedelta(minutes=1)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hmac
 import re
+from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
@@ -32,6 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from adapters.settings import LOOPBACK, Settings
 from schemas.errors import ConfigError
 from schemas.facts import FactId, FactKindName, FactText
+from schemas.filters import Filters
 from schemas.profile import Profile
 from schemas.turn import ID_PATTERN, Meta, Text
 
@@ -54,6 +56,14 @@ AssistantArg = Annotated[
     str | None, Field(description="which assistant (its own profile and traits)")
 ]
 # The facts schema's own types, likewise: a malformed fact id never reaches a URL.
+# The retrieve body's own filters: a bad one is refused here, naming it, before any call.
+FiltersArg = Annotated[
+    Filters | None,
+    Field(description="channel, assistant_id, conversation_id, after, before, meta: all hold"),
+]
+AtArg = Annotated[
+    datetime | None, Field(description="when the question is asked (ISO 8601; default now)")
+]
 FactIdArg = Annotated[FactId, Field(description="the fact's id (from list_facts or retrieve)")]
 FactKindArg = Annotated[FactKindName, Field(description="user_knowledge or agent_trait")]
 
@@ -138,7 +148,12 @@ def _caller(ctx: Context | None) -> str | None:
 
 
 def _present(**values: Any) -> dict[str, Any]:
-    return {key: value for key, value in values.items() if value is not None}
+    """The arguments given, as JSON takes them (times in ISO 8601)."""
+    return {
+        key: value.isoformat() if isinstance(value, datetime) else value
+        for key, value in values.items()
+        if value is not None
+    }
 
 
 def build_server(
@@ -169,13 +184,17 @@ def build_server(
         query: Query,
         top_k: Annotated[int | None, Field(description="mid-term pages, 1-100")] = None,
         assistant_id: AssistantArg = None,
+        filters: FiltersArg = None,
+        at: AtArg = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Memory relevant to a query, without calling the LLM: short_term (recent pages),
         mid_term (best pages of the best-matching topic segments, with scores), user_profile,
-        user_traits, user_knowledge and agent_traits (facts with scores). top_k: how many
-        mid-term pages (default 10)."""
-        body = _present(query=query, top_k=top_k, assistant_id=assistant_id)
+        user_traits, user_knowledge and agent_traits (facts with scores and fact_id). top_k:
+        how many mid-term pages (default 10); filters scope the pages; at: when asked."""
+        body = _present(
+            query=query, top_k=top_k, assistant_id=assistant_id, filters=_scope(filters), at=at
+        )
         return await api.call("POST", user_id, "/retrieve", body, caller=_caller(ctx))
 
     @server.tool()
@@ -184,6 +203,11 @@ def build_server(
         query: Query,
         assistant_id: AssistantArg = None,
         remember: bool = True,
+        filters: FiltersArg = None,
+        at: AtArg = None,
+        conversation_id: Annotated[
+            str | None, Field(description="the conversation the exchange belongs to")
+        ] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Answer the user's query with the service's LLM and the user's memory. Returns
@@ -191,7 +215,14 @@ def build_server(
         remember is false (a reply that only says it does not know: the query alone).
         assistant_id: which assistant answers (its profile and traits; default: the default
         assistant)."""
-        body = _present(query=query, assistant_id=assistant_id, remember=remember)
+        body = _present(
+            query=query,
+            assistant_id=assistant_id,
+            remember=remember,
+            filters=_scope(filters),
+            at=at,
+            conversation_id=conversation_id,
+        )
         return await api.call("POST", user_id, "/respond", body, caller=_caller(ctx))
 
     @server.tool()
@@ -248,7 +279,10 @@ def build_server(
         assistant_id: Annotated[
             str | None, Field(description="agent_trait only: which assistant it describes")
         ] = None,
-        pinned: Annotated[bool, Field(description="never superseded, never ages out")] = False,
+        pinned: Annotated[
+            bool | None,
+            Field(description="never superseded, never ages out (absent: as it is; new: no)"),
+        ] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Add a fact about a user (its source is "api"). Returns {"fact_id"}; the persona
@@ -355,3 +389,8 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         app = http_app(args.url, settings)
         uvicorn.run(app, host=settings.mcp_host, port=args.mcp_port, log_level="warning")
     return 0
+
+
+def _scope(filters: Filters | None) -> dict[str, Any] | None:
+    """Filters as the HTTP body takes them (times in ISO 8601)."""
+    return None if filters is None else filters.model_dump(mode="json", exclude_none=True)

@@ -84,7 +84,7 @@ CASES: list[tuple[str, Callable[[Any], Any], Any, str, str, Any]] = [
      {"facts": [], "next_cursor": "6"}, "GET",
      "/v1/users/bob/facts?kind=agent_trait&limit=2&cursor=4&include_superseded=true", None),
     ("add", lambda m: m.add_fact("bob", "I keep bees."), {"fact_id": FID}, "POST",
-     "/v1/users/bob/facts", {"text": "I keep bees.", "kind": "user_knowledge", "pinned": False}),
+     "/v1/users/bob/facts", {"text": "I keep bees.", "kind": "user_knowledge"}),
     ("add a pinned trait", lambda m: m.add_fact(
         "bob", "Answers in French.", kind="agent_trait", assistant_id="tutor", pinned=True),
      {"fact_id": FID}, "POST", "/v1/users/bob/facts",

@@ -277,7 +277,7 @@ class Recorder:
                         "limit": 2, "cursor": "4"}, "GET",
          "/v1/users/bob/facts?kind=agent_trait&limit=2&cursor=4&include_superseded=true", None),
         ("add_fact", {"user_id": "bob", "text": "I keep bees."}, "POST", "/v1/users/bob/facts",
-         {"text": "I keep bees.", "kind": "user_knowledge", "pinned": False}),
+         {"text": "I keep bees.", "kind": "user_knowledge"}),
         ("add_fact", {"user_id": "bob", "text": "Answers in French.", "kind": "agent_trait",
                       "assistant_id": "tutor", "pinned": True}, "POST", "/v1/users/bob/facts",
          {"text": "Answers in French.", "kind": "agent_trait", "assistant_id": "tutor",
@@ -428,3 +428,26 @@ async def test_the_facts_tools_keep_the_keys_tenant_and_scopes(facts_app: FactsA
         ):
             assert "404" in error_text(await other.call_tool(tool, arguments)), tool
     assert facts_app.pipeline.pending("memoryos.persona") == []
+
+
+async def test_retrieve_memory_and_respond_send_their_scope() -> None:
+    recorder = Recorder(200, {"short_term": []})
+    server = build_server("http://memoryos", "the-key", httpx.MockTransport(recorder))
+    scope = {"channel": "sms", "before": "2025-06-09T00:00:00Z", "meta": {"order_id": "o1"}}
+    async with Client(server) as client:
+        await client.call_tool(
+            "retrieve_memory",
+            {"user_id": "bob", "query": "parcel", "filters": scope, "at": "2025-06-10T09:00:00Z"},
+        )
+        bad = await client.call_tool(
+            "retrieve_memory", {"user_id": "bob", "query": "parcel", "filters": {"colour": 1}}
+        )
+    sent = json.loads(recorder.requests[0].content)
+    assert sent["filters"] == {
+        "channel": "sms",
+        "before": "2025-06-09T00:00:00Z",
+        "meta": {"order_id": "o1"},
+    }
+    assert sent["at"].startswith("2025-06-10T09:00:00")
+    assert "colour" in error_text(bad)
+    assert len(recorder.requests) == 1, "a bad filter is refused before any call"
