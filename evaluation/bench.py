@@ -336,6 +336,12 @@ def assemble(
             "mid_term_pages_per_call": round(latency.mid_term_hits, 2),
             "background_during_calls": {k: round(v, 2) for k, v in latency.background.items()},
         },
+        "retrieve_filtered": {
+            **summary["retrieve_filtered"],
+            "calls": len(latency.filtered_s),
+            "filters": "one channel of three, the later half of the user's days",
+            "mid_term_pages_per_call": round(latency.filtered_hits, 2),
+        },
         "retrieve_concurrency": latency.concurrent,
         "respond": {**summary["respond"], "calls": len(latency.respond_s), "llm": "offline"},
         "read_your_writes_ms": {

@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -30,13 +30,16 @@ from evaluation.bench_common import (
     percentiles_ms,
     say,
 )
-from evaluation.bench_data import Topic, query_for
+from evaluation.bench_data import START, Topic, query_for
 from evaluation.bench_seed import seed_user
 from evaluation.fresh_stack import fresh_stack
+from schemas.filters import Filters
 from schemas.turn import TurnEvent
 from service.response import ResponseService
 
 WARMUP_CALLS = 20
+CHANNELS = ("web", "sms", "app")  # the seeded turns' channels (bench_data)
+TURNS_A_DAY = 12  # as bench_data seeds them
 RYW_TIMEOUT_S = 30.0
 RYW_POLL_S = 0.005
 
@@ -49,6 +52,10 @@ class LatencyResult:
     points_seeded: int = 0
     seed_s: float = 0.0
     retrieve_s: list[float] = field(default_factory=list)
+    # the same retrieves, each right after its unfiltered twin, scoped to one channel and the
+    # later half of the user's time: what filters cost, side by side
+    filtered_s: list[float] = field(default_factory=list)
+    filtered_hits: float = 0.0  # mean MTM pages a filtered retrieve returned
     respond_s: list[float] = field(default_factory=list)
     ryw_s: list[float] = field(default_factory=list)
     ryw_timeouts: int = 0
@@ -62,6 +69,7 @@ class LatencyResult:
         ryw = percentiles_ms(self.ryw_s)
         return {
             "retrieve": percentiles_ms(self.retrieve_s),
+            "retrieve_filtered": percentiles_ms(self.filtered_s),
             "respond": percentiles_ms(self.respond_s),
             "read_your_writes_ms": {"p50": ryw["p50_ms"], "p99": ryw["p99_ms"]},
         }
@@ -136,16 +144,24 @@ async def _time_calls(
     for _ in range(WARMUP_CALLS):  # first calls: embedder thread, code paths
         await service.respond(*pick())
     say(f"latency: {retrieves} retrieves, one at a time")
-    queries, hits = set(), 0
-    for _ in range(retrieves):
+    queries, hits, scoped_hits = set(), 0, 0
+    # the later half of a user's seeded days, on one channel: about a sixth of the pages
+    after = START + timedelta(days=result.turns_per_user // (2 * TURNS_A_DAY))
+    for index in range(retrieves):
         user, query = pick()
         queries.add(query)
         started = time.perf_counter()
         memory = await service.retrieve(user, query)
         result.retrieve_s.append(time.perf_counter() - started)
         hits += len(memory.mid_term)
+        scope = Filters(channel=CHANNELS[index % len(CHANNELS)], after=after)
+        started = time.perf_counter()
+        scoped = await service.retrieve(user, query, filters=scope)
+        result.filtered_s.append(time.perf_counter() - started)
+        scoped_hits += len(scoped.mid_term)
     result.distinct_queries = len(queries)
     result.mid_term_hits = hits / max(1, retrieves)
+    result.filtered_hits = scoped_hits / max(1, retrieves)
     for callers in CONCURRENT_CALLERS:
         calls = max(retrieves, 4 * callers)
         say(f"latency: {calls} retrieves, {callers} concurrent callers")

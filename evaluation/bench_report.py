@@ -100,6 +100,12 @@ def tables(result: dict[str, Any]) -> list[str]:
     """The figures as markdown tables (printed to stdout and written to bench.md)."""
     ingest, llm = result["ingest"], result["llm_latency"]
     retrieve, respond, ryw = result["retrieve"], result["respond"], result["read_your_writes_ms"]
+    scoped = result.get("retrieve_filtered") or {
+        "calls": 0,
+        "p50_ms": "",
+        "p95_ms": "",
+        "p99_ms": "",
+    }
     lines = ["### Goals", ""]
     lines += _table(
         ["goal", "measured", ""],
@@ -154,6 +160,8 @@ def tables(result: dict[str, Any]) -> list[str]:
         ["call", "calls", "p50 ms", "p95 ms", "p99 ms"],
         [("retrieve", retrieve["calls"], retrieve["p50_ms"], retrieve["p95_ms"],
           retrieve["p99_ms"]),
+         ("retrieve with filters (each after its twin above)", scoped["calls"], scoped["p50_ms"],
+          scoped["p95_ms"], scoped["p99_ms"]),
          ("respond (offline LLM)", respond["calls"], respond["p50_ms"], respond["p95_ms"],
           respond["p99_ms"]),
          ("read-your-writes (through Kafka)", ryw["tries"], ryw["p50"], "", ryw["p99"])],

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import embedder_speed, retrieve_load
+from tools import embedder_speed, filter_latency, retrieve_load
 
 
 @pytest.mark.integration
@@ -27,6 +27,20 @@ async def test_retrieve_load_prints_one_row_per_caller_count(
     assert all(0 < row["loop_cpu_ms_per_call"] <= row["process_cpu_ms_per_call"] for row in rows)
     # the model's own process is counted apart (clock ticks: 9 calls may show none)
     assert all(row["model_process_cpu_ms_per_call"] >= 0 for row in rows)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+async def test_filter_latency_prints_both_kinds_side_by_side(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    await filter_latency.run(users=3, turns=48, calls=6)
+    lines = capsys.readouterr().out.splitlines()
+    (row,) = [json.loads(line) for line in lines if line.startswith("{")]
+    assert row["calls"] == 6
+    assert set(row["retrieve"]) == set(row["retrieve_filtered"]) == {"p50_ms", "p95_ms", "p99_ms"}
+    # a scope of one channel in three and half the days leaves fewer pages to return
+    assert 0 < row["mid_term_pages_filtered"] < row["mid_term_pages"]
 
 
 async def test_embedder_speed_prints_its_rates(
