@@ -31,7 +31,7 @@ from adapters.ports import (
 )
 from adapters.stores.common import META
 from memory import ids
-from memory.facts import KINDS
+from memory.fact_book import KINDS
 from memory.persona import FactKind, assistant_of
 from memory.scoring import SegmentCandidate
 from memory.text import lexical_vector, phrase_tokens, token_index

@@ -18,21 +18,13 @@ from adapters.keyring import generation
 from adapters.llm.prompts import dialogue_text
 from agents.forget import check_marker
 from agents.runtime import BatchRunner, Consumed, RecordStage
-from memory.facts import (
-    Delta,
-    Found,
-    PageText,
-    book_from_persona,
-    current,
-    edited,
-    extracted,
-    fit,
-)
+from memory.fact_book import Delta, current, fit
+from memory.facts import Found, PageText, book_from_persona, edited, extracted
 from memory.persona import FactKind, assistant_of, merge_traits, with_agent_traits
 from memory.profile import PATTERNS, profile_from_facts
 from schemas.codec import dumps
 from schemas.errors import InvalidEvent
-from schemas.facts import FactBook, FactEdit, PersonaInput
+from schemas.facts import Fact, FactBook, FactEdit, PersonaInput
 from schemas.records import ForgetUser, Page, Persona, PersonaApplied, PersonaJob, Trait
 from schemas.topics import user_key
 
@@ -219,6 +211,6 @@ def _texts_of(book: FactBook) -> list[str]:
     return [fact.text for fact in current(book, FactKind.USER)]
 
 
-def _attributes(facts: Sequence[object]) -> set[str]:
-    texts = [str(getattr(fact, "text", "")) for fact in facts]
+def _attributes(facts: Sequence[Fact]) -> set[str]:
+    texts = [fact.text for fact in facts]
     return {attribute for attribute, pattern in PATTERNS if any(pattern.search(t) for t in texts)}

@@ -15,7 +15,8 @@ from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Path, Query
 
-from memory.facts import KINDS, MAX_PINNED, add_id, book_from_persona, current
+from memory.fact_book import KINDS, MAX_PINNED, current
+from memory.facts import add_id, book_from_persona
 from memory.persona import FactKind
 from schemas.errors import Conflict, InvalidEvent, NotFound
 from schemas.facts import Fact, FactBook, FactEdit, FactKindName

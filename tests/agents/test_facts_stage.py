@@ -10,7 +10,7 @@ import pytest
 
 from adapters.llm.openai_llm import OpenAILLM
 from evaluation.fake_openai import FakeOpenAI
-from memory.facts import current
+from memory.fact_book import current
 from memory.persona import FactKind
 from schemas.facts import FactEdit
 from service.response import ResponseService

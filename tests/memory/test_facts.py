@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from memory.fact_book import current, fit
 from memory.fact_keys import attribute_of
-from memory.facts import Found, PageText, add_id, current, edited, extracted, fit, provenance
+from memory.facts import Found, PageText, add_id, edited, extracted, provenance
 from memory.ids import fact_id
 from memory.persona import FactKind
 from schemas.facts import FactBook, FactEdit, FactSource
