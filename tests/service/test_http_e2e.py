@@ -23,7 +23,8 @@ from tests.support.stacks import eventually, running_stack
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 API_KEY = "e2e-key"
-PAGE_KEYS = {"page_id", "turn_id", "query", "response", "timestamp", "meta", "chain"}
+PAGE_KEYS = {"page_id", "turn_id", "query", "response", "timestamp", "meta", "chain",
+             "assistant_id", "channel", "conversation_id"}  # fmt: skip
 RETRIEVE_KEYS = {
     "short_term",
     "context",
