@@ -203,6 +203,9 @@ def _point(line: Mapping[str, Any], tenant: str, dim: int, number: int) -> tuple
     sparse = None
     if collection == PAGES:
         sparse = lexical_vector(f"{payload.get('query', '')} {payload.get('response', '')}")
+        # the indexed time is the page's own, whatever the line says (an older export has none)
+        stamp = Page.model_validate({k: v for k, v in payload.items() if k not in _PLACE})
+        payload = {**payload, "ts": stamp.timestamp.timestamp()}
     elif collection in (USER_KNOWLEDGE, AGENT_TRAITS):
         sparse = lexical_vector(str(payload.get("text", "")))
     return collection, Point(point_id, [float(x) for x in vector], payload, sparse)

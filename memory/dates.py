@@ -109,8 +109,14 @@ _AGO = re.compile(
     r"ten|eleven|twelve)\s+(day|week|month|year)s?\s+ago\b",
     re.IGNORECASE,
 )
-_CALENDAR = re.compile(r"\b(last|this|past|previous)\s+(week|month|year|weekend)\b", re.IGNORECASE)
-_DAY = re.compile(r"\b(yesterday|today|tonight|recently|lately)\b", re.IGNORECASE)
+# not a possessive ("This Year's Hits", "Today's special"), nor "the day before yesterday"
+_NOT_NAMED = r"(?!'s\b|\u2019s\b)"
+_CALENDAR = re.compile(
+    r"\b(last|this|past|previous)\s+(week|month|year|weekend)\b" + _NOT_NAMED, re.IGNORECASE
+)
+_DAY = re.compile(
+    r"(?<!before )\b(yesterday|today|tonight|recently|lately)\b" + _NOT_NAMED, re.IGNORECASE
+)
 _WEEKDAY = re.compile(r"\b(last|on|this|past)\s+(" + "|".join(_WEEKDAYS) + r")\b", re.IGNORECASE)
 RECENT_DAYS = 14
 
@@ -129,7 +135,26 @@ class Window:
 def relative_windows(text: str, at: datetime) -> tuple[Window, ...]:
     """The spans of time relative phrases in ``text`` point at, seen from ``at`` (the time the
     question is asked): calendar days, weeks (from Monday), months and years, and the last
-    ``RECENT_DAYS`` for "recently". Linear in the text: one pass of each pattern."""
+    ``RECENT_DAYS`` for "recently". Linear in the text: one pass of each pattern. A span that
+    would fall outside the calendar (asked in year 1, "999 years ago") is left out."""
+    try:
+        return _windows(text, at)
+    except (OverflowError, ValueError):
+        return tuple(w for w in _each_safely(text, at))
+
+
+def _each_safely(text: str, at: datetime) -> list[Window]:
+    """The spans one phrase at a time, each that cannot be computed left out."""
+    found: list[Window] = []
+    for part in re.split(r"[,.;?!]", text):
+        try:
+            found.extend(_windows(part, at))
+        except (OverflowError, ValueError):
+            continue
+    return list(dict.fromkeys(found))
+
+
+def _windows(text: str, at: datetime) -> tuple[Window, ...]:
     day = datetime(at.year, at.month, at.day, tzinfo=at.tzinfo)
     found: list[Window] = []
     for match in _DAY.finditer(text):

@@ -139,7 +139,7 @@ def _make(
         response=response,
         timestamp=closing.timestamp,
         assistant_id=(reply.assistant_id if reply else None) or closing.assistant_id,
-        channel=closing.channel,
+        channel=closing.channel or next((m.channel for m in reversed(messages) if m.channel), None),
         conversation_id=closing.conversation_id,
         meta=meta | ids,
     )

@@ -13,7 +13,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
 
 from schemas.limits import utc_in_range
+from schemas.profile import DEFAULT_ASSISTANT
 from schemas.turn import Channel, Identifier
+
+FilterChannel = Annotated[Channel, Field(min_length=1)]
 
 MAX_CHANNELS = 20
 MAX_META_FILTERS = 8
@@ -26,9 +29,15 @@ class Filters(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     channel: (
-        Channel | Annotated[list[Channel], Field(min_length=1, max_length=MAX_CHANNELS)] | None
+        FilterChannel
+        | Annotated[list[FilterChannel], Field(min_length=1, max_length=MAX_CHANNELS)]
+        | None
     ) = Field(None, description="the pages of this channel, or of any of these")
-    assistant_id: Identifier | None = Field(None, description="the pages this assistant answered")
+    assistant_id: Identifier | None = Field(
+        None,
+        description="the pages this assistant answered (not 'default': the default "
+        "assistant's pages carry no assistant id)",
+    )
     conversation_id: Identifier | None = Field(None, description="the pages of one conversation")
     after: datetime | None = Field(None, description="pages at or after this time (ISO 8601)")
     before: datetime | None = Field(None, description="pages before this time (ISO 8601)")
@@ -37,6 +46,16 @@ class Filters(BaseModel):
         description="equality on top-level keys of the turns' meta (string values); only the "
         "keys named in MEMORYOS_FILTER_META_KEYS are indexed and may be used",
     )
+
+    @field_validator("assistant_id")
+    @classmethod
+    def _named(cls, value: str | None) -> str | None:
+        if value == DEFAULT_ASSISTANT:
+            raise ValueError(
+                "the default assistant's pages carry no assistant_id: scope them by channel or "
+                "conversation instead"
+            )
+        return value
 
     @field_validator("after", "before")
     @classmethod

@@ -264,6 +264,8 @@ class ResponseService:
         k = top_k or settings.retrieve_pages
         scope = self._page_scope(filters)
         asked_at = at or datetime.fromtimestamp(deps.clock.now(), UTC)
+        if asked_at.tzinfo is None:
+            asked_at = asked_at.replace(tzinfo=UTC)  # as the API reads a time without zone
         if assistant_id is None and filters is not None:
             assistant_id = filters.assistant_id  # agent traits of that assistant too
         if await self.forgetting(user_id):
@@ -355,9 +357,19 @@ class ResponseService:
             for hits in results
         ]
         paper = rank_pages(rankings[0], set(segment_ids), k)
-        if len(rankings) == 1:
-            return paper, pages
-        return fuse_rankings([paper, rankings[1]], k), pages
+        chosen = paper if len(rankings) == 1 else fuse_rankings([paper, rankings[1]], k)
+        if scope and len(chosen) < k:
+            # The segments are chosen by the query alone; scoped, they may hold fewer than k
+            # matching pages: the rest come from every segment, the filters still the store's.
+            more = await repo.search_pages(user_id, vector, query, None, k, scope=scope)
+            pages |= {page.page_id: page for _, page in more}
+            taken = {c.page_id for c in chosen}
+            chosen += [
+                PageCandidate(p.page_id, str(h.payload["segment_id"]), h.score)
+                for h, p in more
+                if p.page_id not in taken
+            ][: k - len(chosen)]
+        return chosen, pages
 
     def _page_scope(self, filters: Filters | None) -> Filter:
         """The filters as store conditions; a meta key that is not indexed is refused (422),

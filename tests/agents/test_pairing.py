@@ -11,8 +11,9 @@ from adapters.journal import NoJournal, SqliteJournal
 from adapters.repository import PAIRING_DOC
 from adapters.stores.edge import EdgeStore
 from memory.ids import message_turn_id
-from memory.pairing import message_digest
+from memory.pairing import PairingState, message_digest
 from schemas.codec import dumps
+from schemas.message import MessageEvent
 from schemas.records import PairingTick
 from schemas.topics import DLQ, MESSAGES, TURNS, user_key
 from service.response import ResponseService
@@ -299,3 +300,16 @@ async def test_a_queued_settle_never_takes_a_later_entry_of_the_same_message_id(
 
     assert await journal.settle_queued(flushed) == 1
     assert [entry.page_id for entry in await journal.pending_messages()] == ["m3"]
+
+
+def test_a_turn_keeps_the_conversation_and_the_customers_channel() -> None:
+    """The reply may come without a channel: the turn keeps the customer's (and the
+    conversation), or a filter on that channel would miss it."""
+    state = PairingState()
+    asked = msg(1, "user", "Where is my parcel?", "c-7", "web")
+    reply = MessageEvent.model_validate(
+        msg(2, "assistant", "It ships today.", "c-7", "web").model_dump() | {"channel": None}
+    )
+    assert state.receive(asked, 0.0, 60.0) == []
+    (turn,) = state.receive(reply, 1.0, 60.0)
+    assert (turn.channel, turn.conversation_id) == ("web", "c-7")

@@ -13,6 +13,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from schemas.filters import Filters
 from schemas.turn import TurnEvent
 from streams.stack import Stack
 from tests.support.stacks import running_stack
@@ -116,6 +117,8 @@ async def test_a_time_range_returns_only_pages_inside_it(stack: Stack) -> None:
         ({"channel": []}, "filters.channel"),
         ({"after": "2025-06-09T00:00:00Z", "before": "2025-06-01T00:00:00Z"}, "filters"),
         ({"meta": {"order_id": 7}}, "filters.meta.order_id"),
+        ({"channel": ""}, "filters.channel"),
+        ({"assistant_id": "default"}, "filters.assistant_id"),
     ],
 )
 async def test_a_filter_on_an_unknown_or_unindexed_field_is_refused_naming_it(
@@ -124,3 +127,21 @@ async def test_a_filter_on_an_unknown_or_unindexed_field_is_refused_naming_it(
     reply = await retrieve(stack, filters=filters)
     assert reply.status_code == 422, reply.text
     assert reply.json()["field"].startswith(field), reply.json()
+
+
+@pytest.mark.parametrize("mode", ["paper", "fused"])
+async def test_the_paper_modes_still_return_k_matching_pages(stack: Stack, mode: str) -> None:
+    """Their segments are chosen by the query alone; the pages of the chosen ones that match
+    may be fewer than k, and the rest come from every segment."""
+    assert stack.service is not None
+    found = await stack.service.retrieve(
+        "cara", "router setup", top_k=6, mode=mode, filters=Filters(channel="web")
+    )
+    assert len(found.mid_term) == 6
+    assert {page.channel for page, _, _ in found.mid_term} == {"web"}  # router talk: sms
+
+
+async def test_a_question_asked_at_the_edge_of_the_calendar_is_answered(stack: Stack) -> None:
+    for at in ("0001-01-01T00:00:00Z", "9999-12-31T23:00:00Z"):
+        reply = await retrieve(stack, query="what happened yesterday and a year ago?", at=at)
+        assert reply.status_code == 200, reply.text

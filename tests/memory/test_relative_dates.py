@@ -51,3 +51,25 @@ def test_no_relative_phrase_points_nowhere() -> None:
     window = Window(day(5, 14), day(5, 15))
     assert window.holds(datetime(2024, 5, 14, 23, 59, tzinfo=UTC))
     assert not window.holds(day(5, 15))
+
+
+@pytest.mark.parametrize(
+    "at",
+    [
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(1, 2, 1, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, tzinfo=UTC),
+    ],
+)
+def test_a_span_outside_the_calendar_is_left_out(at: datetime) -> None:
+    question = "yesterday, today, recently, last week, this year, a year ago, 999 years ago"
+    assert all(w.start < w.end for w in relative_windows(question, at))  # and no error
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Where did I go the day before yesterday?", "Is Today's special vegan?",
+     "Play This Year's Hits."],
+)  # fmt: skip
+def test_names_and_the_day_before_yesterday_are_not_yesterday(question: str) -> None:
+    assert relative_windows(question, AT) == ()

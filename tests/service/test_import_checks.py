@@ -14,6 +14,7 @@ import orjson
 import pytest
 import pytest_asyncio
 
+from adapters import export
 from adapters.api_keys import ApiKeys
 from adapters.export import FORMAT
 from adapters.metrics import Metrics
@@ -213,3 +214,18 @@ async def test_a_page_the_stages_could_not_read_is_refused(world: World) -> None
     assert (await world.load(body("acme", bad_seq))).status_code == 422
     assert (await world.load(body("acme", page_line("acme/x", "t3", tier="x")))).status_code == 422
     assert (await world.load(body("acme", page_line("acme/x", "t4")))).status_code == 200
+
+
+def test_an_imported_page_gets_the_indexed_time_of_its_own_timestamp() -> None:
+    """A line's ``ts`` (forged, or absent in an older export) is never what a time filter
+    reads: the page's own timestamp is."""
+    page = {
+        "page_id": ids.page_id("acme/bob", "t1"), "user_id": "acme/bob", "turn_id": "t1",
+        "query": "q", "response": "r", "timestamp": "2025-06-02T00:00:00Z",
+        "chain": {"chain_id": "c"}, "tier": "stm", "segment_id": None,
+    }  # fmt: skip
+    for forged in ({}, {"ts": 4_102_444_800.0}, {"ts": "not-a-number"}):
+        line = {"collection": "pages", "id": page["page_id"], "payload": page | forged,
+                "vector": [0.1] * BagEmbedder.dim}  # fmt: skip
+        _, point = export._point(line, "acme", BagEmbedder.dim, 1)
+        assert point.payload["ts"] == 1_748_822_400.0

@@ -11,6 +11,7 @@ from memory.ids import page_id
 from memory.ranking import RankWeights
 from schemas.codec import dumps
 from schemas.errors import InvalidEvent
+from schemas.filters import Filters
 from schemas.records import ChainLink, Page
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
@@ -175,3 +176,28 @@ async def test_the_pool_holds_every_tier_and_no_other_tier_is_stored() -> None:
     assert await repo.count_pages("ann") == 3
     with pytest.raises(ValueError, match="no such tier"):
         await repo.save_pages([page], "archived")
+
+
+@pytest.mark.parametrize("mode", ["paper", "fused"])
+async def test_a_filtered_retrieve_returns_k_matching_pages_in_the_paper_modes(mode: str) -> None:
+    """The segments are chosen by the query alone (here: one); none of its pages is on the
+    web, so the k web pages come from the other segments, the filter still the store's."""
+    deps = await make_deps(stm_capacity=2, retrieve_segments=1)
+    pipeline = Pipeline(deps)
+    service = ResponseService(deps, pipeline)
+    talk = [
+        ("My router setup keeps failing, the router blinks red.", "Reset the router.", "sms"),
+        ("Sourdough bread needs a starter fed daily.", "Feed it flour.", "web"),
+    ] * 6
+    turns = [
+        TurnEvent(user_id="ann", turn_id=f"t{n}", query=q, response=r, channel=channel,
+                  timestamp=datetime(2024, 3, 1, 9, n, tzinfo=UTC))
+        for n, (q, r, channel) in enumerate(talk)
+    ]  # fmt: skip
+    await service.add_turns(turns)
+    await pipeline.drain()
+    found = await service.retrieve(
+        "ann", "router setup blinking", top_k=3, mode=mode, filters=Filters(channel="web")
+    )
+    assert len(found.mid_term) == 3
+    assert {page.channel for page, _, _ in found.mid_term} == {"web"}
