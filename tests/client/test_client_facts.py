@@ -14,15 +14,9 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from adapters.api_keys import ApiKeys
-from adapters.journal import SqliteJournal
-from adapters.metrics import Metrics
-from adapters.settings import Settings
 from client import APIError, AsyncMemoryClient, Conflict, InvalidInput, MemoryClient, NotFoundError
-from service.http import create_http_app
 from service.models import FactAccepted, FactHistory, FactList
-from service.response import ResponseService
-from tests.support.fakes import Pipeline, make_deps
+from tests.support.tenant_app import TenantApp, tenant_app
 
 FID = "3f2a6c1e-0b7d-5e4f-9a8b-1c2d3e4f5a6b"
 UNKNOWN = "00000000-0000-5000-8000-000000000000"
@@ -175,8 +169,8 @@ async def test_a_404_is_not_found_from_the_async_client(call: Callable[[Any], An
 
 
 class Stage:
-    def __init__(self, pipeline: Pipeline, app: Any, secrets: dict[str, str]) -> None:
-        self.pipeline, self.app, self.secrets = pipeline, app, secrets
+    def __init__(self, made: TenantApp) -> None:
+        self.pipeline, self.app, self.secrets = made.pipeline, made.app, made.secrets
 
     def client(self, who: str) -> AsyncMemoryClient:
         transport = httpx.ASGITransport(app=self.app)
@@ -185,19 +179,9 @@ class Stage:
 
 @pytest_asyncio.fixture
 async def stage(tmp_path: Path) -> AsyncIterator[Stage]:
-    deps = await make_deps()
-    journal = SqliteJournal(tmp_path / "journal.sqlite3")
-    pipeline = Pipeline(deps, journal=journal)
-    service = ResponseService(deps, pipeline, journal)
-    keys = ApiKeys(deps.repo)
-    secrets = {"acme": (await keys.create("acme", ("read", "write", "forget")))[1]}
-    app = create_http_app(service, Settings(), Metrics(), _ready, _ready, tenant_keys=keys)
-    yield Stage(pipeline, app, secrets)
-    journal.close()
-
-
-async def _ready() -> dict[str, Any]:
-    return {"ready": True}
+    made = await tenant_app(tmp_path, tenants=("acme",))
+    yield Stage(made)
+    made.journal.close()
 
 
 async def test_the_async_client_against_the_facts_routes(stage: Stage) -> None:

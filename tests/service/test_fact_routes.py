@@ -5,59 +5,37 @@ are unknown through another's routes."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import pytest_asyncio
 
-from adapters.api_keys import ApiKeys
-from adapters.journal import SqliteJournal
-from adapters.metrics import Metrics
-from adapters.settings import Settings
 from schemas.codec import dumps
 from schemas.facts import FactEdit
 from schemas.topics import DLQ, PERSONA, user_key
-from service.http import create_http_app
-from service.response import ResponseService
-from tests.support.fakes import Pipeline, make_deps
+from tests.support.tenant_app import TenantApp, tenant_app
 
 pytestmark = pytest.mark.asyncio
 
 UNKNOWN = "00000000-0000-5000-8000-000000000000"
 
 
-async def _ready() -> dict[str, Any]:
-    return {"ready": True}
-
-
 class Setup:
-    def __init__(self, pipeline: Pipeline, service: ResponseService, clients: dict[str, Any]):
-        self.pipeline, self.service, self.clients = pipeline, service, clients
+    def __init__(self, made: TenantApp, clients: dict[str, httpx.AsyncClient]) -> None:
+        self.pipeline, self.service, self.clients = made.pipeline, made.service, clients
+        self.made = made
 
 
 @pytest_asyncio.fixture
-async def setup(tmp_path: Any) -> AsyncIterator[Setup]:
-    deps = await make_deps()
-    journal = SqliteJournal(tmp_path / "journal.sqlite3")
-    pipeline = Pipeline(deps, journal=journal)
-    service = ResponseService(deps, pipeline, journal)
-    keys = ApiKeys(deps.repo)
-    secrets = {t: (await keys.create(t, ("read", "write", "forget")))[1] for t in ("acme", "zeta")}
-    app = create_http_app(service, Settings(), Metrics(), _ready, _ready, tenant_keys=keys)
-    transport = httpx.ASGITransport(app=app)
-    clients = {
-        tenant: httpx.AsyncClient(
-            transport=transport,
-            base_url="http://memoryos",
-            headers={"Authorization": f"Bearer {secret}"},
-        )
-        for tenant, secret in secrets.items()
-    }
-    yield Setup(pipeline, service, clients)
+async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
+    made = await tenant_app(tmp_path)
+    clients = {tenant: made.http(tenant) for tenant in made.secrets}
+    yield Setup(made, clients)
     for client in clients.values():
         await client.aclose()
-    journal.close()
+    made.journal.close()
 
 
 async def add(http: httpx.AsyncClient, user: str, **body: Any) -> str:
@@ -192,14 +170,8 @@ async def test_an_edit_while_a_delete_completes_is_refused_not_lost(setup: Setup
 
 
 async def test_a_read_only_key_cannot_edit(setup: Setup) -> None:
-    keys = ApiKeys(setup.service.deps.repo)
-    _, secret = await keys.create("acme", ("read",))
-    reader = httpx.AsyncClient(
-        transport=setup.clients["acme"]._transport,
-        base_url="http://memoryos",
-        headers={"Authorization": f"Bearer {secret}"},
-    )
-    async with reader:
+    _, secret = await setup.made.keys.create("acme", ("read",))
+    async with setup.made.http("acme", secret) as reader:
         assert (await reader.get("/v1/users/bob/facts")).status_code == 200
         assert (await reader.post("/v1/users/bob/facts", json={"text": "a"})).status_code == 403
 
