@@ -29,7 +29,7 @@ from adapters.ports import (
     Point,
     VectorStore,
 )
-from adapters.stores.common import META
+from adapters.stores.common import CHAIN_ID, META
 from memory import ids
 from memory.fact_book import KINDS
 from memory.persona import FactKind, assistant_of
@@ -145,6 +145,22 @@ class MemoryRepository:
         )
         points.sort(key=lambda p: int(p.payload.get("seq", 0)))
         return [_page_from(p.payload, p.vector if with_vectors else None) for p in points]
+
+    async def follow_chain_summary(self, page: Page) -> int:
+        """The MTM pages of ``page``'s chain take its chain summary (paper: the chain's meta
+        summary runs along the whole chain); how many changed."""
+        where: Filter = {"tier": MTM, CHAIN_ID: page.chain.chain_id}
+        points = await self.store.scroll(PAGES, page.user_id, where, with_vectors=True)
+        stale = [
+            p for p in points if p.payload.get("chain", {}).get("summary") != page.chain.summary
+        ]
+        for point in stale:
+            held = _page_from(point.payload, point.vector)
+            updated = held.model_copy(
+                update={"chain": held.chain.model_copy(update={"summary": page.chain.summary})}
+            )
+            await self.save_pages([updated], MTM, str(point.payload.get("segment_id")))
+        return len(stale)
 
     async def pages_by_id(self, user_id: str, page_ids: Sequence[str]) -> list[Page]:
         """These pages of the user that are stored, oldest first, without vectors."""

@@ -239,6 +239,8 @@ class MidTermAgent(RecordStage):
             await deps.repo.delete_pages([page.page_id])  # its segment was evicted at once
         else:
             await deps.repo.save_pages([page], MTM, owner)
+            # the newest page of its chain to leave STM: the earlier ones take its summary
+            await deps.repo.follow_chain_summary(page)
 
     async def assign(self, state: MidTermState, page: Page) -> list[str]:
         """Choose or open the page's segment, save it, and count the page; its keywords."""

@@ -58,12 +58,13 @@ class CollectionSpec:
     lexical: bool
 
 
+CHAIN_ID = "chain.chain_id"  # the MTM stage finds the pages of a chain by it
 # Payload fields besides user_id that reads filter on: indexed so those filters stay cheap
 # (without them, a page search inside chosen segments is many times slower). A retrieve's
 # filters read the pages' channel, assistant, conversation, time (``ts``, epoch seconds) and
 # the meta keys the operator names (MEMORYOS_FILTER_META_KEYS).
 KEYWORD_FIELDS: dict[str, tuple[str, ...]] = {
-    "pages": ("tier", "segment_id", "channel", "assistant_id", "conversation_id"),
+    "pages": ("tier", "segment_id", "channel", "assistant_id", "conversation_id", CHAIN_ID),
     "agent_traits": ("assistant_id",),
 }
 FLOAT_FIELDS: dict[str, tuple[str, ...]] = {"pages": ("ts",)}
