@@ -81,10 +81,14 @@ class InstrumentedLLM:
             return await self.inner.agent_traits(dialogue)
 
     async def persona(
-        self, known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
+        self,
+        known: Mapping[str, Trait],
+        dialogue: str,
+        facts: Sequence[str] = (),
+        summary: str = "",
     ) -> PersonaFacts:
         async with self._timed("persona"):
-            return await self.inner.persona(known, dialogue, facts)
+            return await self.inner.persona(known, dialogue, facts, summary)
 
     async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer:
         async with self._timed("respond"):

@@ -223,11 +223,16 @@ class LLM(Protocol):
         ...
 
     async def persona(
-        self, known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
+        self,
+        known: Mapping[str, Trait],
+        dialogue: str,
+        facts: Sequence[str] = (),
+        summary: str = "",
     ) -> PersonaFacts:
         """``user_traits``, ``user_knowledge`` and ``agent_traits`` of one dialogue together
         (one call where it can); ``facts``, the user's current facts, are what a new fact may
-        update (``PersonaFacts.user_updates``)."""
+        update (``PersonaFacts.user_updates``); ``summary``: the segment the pages are of
+        (paper: the persona reads "segments and their dialogue pages")."""
         ...
 
     async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer: ...

@@ -166,10 +166,14 @@ class BudgetedLLM:
         return await self.inner.agent_traits(dialogue)
 
     async def persona(
-        self, known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
+        self,
+        known: Mapping[str, Trait],
+        dialogue: str,
+        facts: Sequence[str] = (),
+        summary: str = "",
     ) -> PersonaFacts:
         await self._open()
-        return await self.inner.persona(known, dialogue, facts)
+        return await self.inner.persona(known, dialogue, facts, summary)
 
     async def respond(self, system: str, user: str, memory: PromptMemory) -> Answer:
         self.budget.refuse_if_over(current_tenant())

@@ -75,8 +75,10 @@ class PersonaAgent(RecordStage):
             known = current(book, FactKind.USER)[-KNOWN_FACTS_SHOWN:]
             # LLMError propagates: the runner retries and dead-letters; nothing half-done is
             # stored, and no acknowledgement goes back, so the segment stays hot.
+            segments = await deps.repo.segments_by_id([job.segment_id])
+            summary = segments[0].segment.summary if segments else ""
             traits, user_facts, updates, agent_found = await self._analyse(
-                persona, dialogue, by_assistant, [fact.text for fact in known]
+                persona, dialogue, by_assistant, [fact.text for fact in known], summary
             )
             at = self._now()
             user_found = [
@@ -176,12 +178,13 @@ class PersonaAgent(RecordStage):
         dialogue: str,
         by_assistant: dict[str, list[Page]],
         known: Sequence[str],
+        summary: str = "",
     ) -> tuple[dict[str, Trait], list[str], list[tuple[int, ...]], list[list[str]]]:
         """Traits and user facts of the whole dialogue, agent facts of each assistant's part:
         one call when a single assistant took part and calls may be combined."""
         llm = self.deps.llm
         if self.deps.settings.llm_combine and len(by_assistant) == 1:
-            found = await llm.persona(persona.traits, dialogue, known)
+            found = await llm.persona(persona.traits, dialogue, known, summary)
             facts = found.user_knowledge
             updates = [*found.user_updates, *([()] * len(facts))][: len(facts)]
             return found.traits, facts, updates, [found.agent_traits]

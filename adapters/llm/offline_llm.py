@@ -131,7 +131,11 @@ class OfflineLLM:
         return _first_person_facts(dialogue, ("assistant",), _FIRST_PERSON_AGENT)
 
     async def persona(
-        self, known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
+        self,
+        known: Mapping[str, Trait],
+        dialogue: str,
+        facts: Sequence[str] = (),
+        summary: str = "",
     ) -> PersonaFacts:
         return PersonaFacts(
             await self.user_traits(known, dialogue),

@@ -148,7 +148,11 @@ class OpenAILLM:
         )
 
     async def persona(
-        self, known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
+        self,
+        known: Mapping[str, Trait],
+        dialogue: str,
+        facts: Sequence[str] = (),
+        summary: str = "",
     ) -> PersonaFacts:
         async def separately() -> PersonaFacts:
             traits, user_facts, agent_facts = await asyncio.gather(
@@ -160,7 +164,7 @@ class OpenAILLM:
 
         return await self._task(
             "persona",
-            prompts.persona(known, dialogue, facts),
+            prompts.persona(known, dialogue, facts, summary),
             lambda text: parsing.parse_persona(text, known, len(facts)),
             separately,
         )

@@ -276,10 +276,14 @@ def agent_traits(dialogue: str) -> Prompt:
 PERSONA_SECTIONS = ("User Traits", "User Knowledge", "Assistant Knowledge")
 
 
-def persona(known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()) -> Prompt:
+def persona(
+    known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = (), summary: str = ""
+) -> Prompt:
     """The user-traits, user-knowledge and assistant-knowledge prompts as one call: the three
     analyses read the same dialogue, so one reply in three sections replaces three calls.
-    ``facts``: the user's current facts, numbered, so a new fact can name those it updates."""
+    ``facts``: the user's current facts, numbered, so a new fact can name those it updates.
+    ``summary``: the segment the dialogue's pages belong to (the paper's persona update reads
+    "segments and their dialogue pages")."""
     numbered = _known_facts(facts)
     traits, knowledge, agent = (f"[{name}]" for name in PERSONA_SECTIONS)
     system = (
@@ -302,7 +306,7 @@ def persona(known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
         "as concise first-person '- fact' lines with time and event, or \"None\".\n\n"
         "Reply in exactly this shape:\n"
         f"{traits}\nDimension: Level [Reason: ...]\n{knowledge}\n- [Fact 1]\n{agent}\n- None\n\n"
-        f"Conversation:\n{dialogue}"
+        f"{_segment(summary)}Conversation:\n{dialogue}"
     )
     return system, user
 
@@ -341,3 +345,7 @@ def _known_facts(facts: Sequence[str]) -> str:
         "plan, a pet's new name), end its line with (updates N) naming their numbers, e.g. "
         f"'- I live in Paris (updates 2)'. Known facts:\n{numbered}"
     )
+
+
+def _segment(summary: str) -> str:
+    return f"The topic segment these pages belong to: {summary}\n\n" if summary.strip() else ""

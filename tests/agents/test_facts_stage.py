@@ -63,6 +63,10 @@ async def test_a_fact_the_llm_says_updates_a_known_one_supersedes_it(
         ]
         assert prompts, "the persona stage ran"
         assert f"[1] {coffee}" in prompts[0]
+        # the paper's persona update reads the segment and its pages: the summary is there
+        (segment,) = await deps.repo.all_segments("ann")
+        assert segment.segment.summary
+        assert f"The topic segment these pages belong to: {segment.segment.summary}" in prompts[0]
         book = await deps.repo.load_fact_book("ann")
         assert book is not None
         assert [f.text for f in current(book, FactKind.USER)] == ["I drink tea every morning now"]

@@ -127,7 +127,11 @@ class FakeLLM:
         return []
 
     async def persona(
-        self, known: Mapping[str, Trait], dialogue: str, facts: Sequence[str] = ()
+        self,
+        known: Mapping[str, Trait],
+        dialogue: str,
+        facts: Sequence[str] = (),
+        summary: str = "",
     ) -> PersonaFacts:
         await self._enter("persona")
         return PersonaFacts(dict(known), [f"I said: {dialogue.splitlines()[0][6:60]}"], [])
