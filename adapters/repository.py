@@ -460,11 +460,14 @@ class MemoryRepository:
         text: str,
         limit: int,
         assistant_id: str | None = None,
+        lexical: bool = True,
     ) -> list[Hit]:
-        """Agent traits are searched among ``assistant_id``'s only (none: the default's)."""
+        """Agent traits are searched among ``assistant_id``'s only (none: the default's).
+        ``lexical``: dense and keyword search fused; without, the paper's semantic search."""
         where = {"assistant_id": assistant_of(assistant_id)} if kind is FactKind.AGENT else None
+        sparse = lexical_vector(text) if lexical else None
         return await self.store.search(
-            FACT_COLLECTIONS[kind], user_id, vector, limit, where=where, sparse=lexical_vector(text)
+            FACT_COLLECTIONS[kind], user_id, vector, limit, where=where, sparse=sparse
         )
 
     async def delete_doc(self, user_id: str, kind: str) -> None:

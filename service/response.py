@@ -271,6 +271,8 @@ class ResponseService:
         if await self.forgetting(user_id):
             return Retrieved([], [], Persona(user_id=user_id), [], [])
         vector = (await deps.embedder.embed([query]))[0]
+        # paper mode is the paper's end to end: its persona search is semantic only
+        hybrid = settings.mtm_retrieval != "paper"
         # Structured mode ranks pages of either tier directly: it reads no segments.
         wants_segments = settings.mtm_retrieval != "structured"
         short_term, nearest, persona, knowledge, traits = await asyncio.gather(
@@ -281,9 +283,17 @@ class ResponseService:
             if wants_segments
             else _nothing(),
             self.persona(user_id, assistant_id),
-            repo.search_facts(user_id, FactKind.USER, vector, query, settings.retrieve_lpm),
             repo.search_facts(
-                user_id, FactKind.AGENT, vector, query, settings.retrieve_lpm, assistant_id
+                user_id, FactKind.USER, vector, query, settings.retrieve_lpm, lexical=hybrid
+            ),
+            repo.search_facts(
+                user_id,
+                FactKind.AGENT,
+                vector,
+                query,
+                settings.retrieve_lpm,
+                assistant_id,
+                lexical=hybrid,
             ),
         )
         segment_f = rank_segments(

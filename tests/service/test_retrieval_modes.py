@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from adapters.ports import AGENT_TRAITS, USER_KNOWLEDGE
 from adapters.repository import MTM, TIERS
 from memory.ids import page_id
 from memory.ranking import RankWeights
@@ -201,3 +202,25 @@ async def test_a_filtered_retrieve_returns_k_matching_pages_in_the_paper_modes(m
     )
     assert len(found.mid_term) == 3
     assert {page.channel for page, _, _ in found.mid_term} == {"web"}
+
+
+@pytest.mark.parametrize(
+    ("mode", "lexical"), [("paper", False), ("fused", True), ("structured", True)]
+)
+async def test_paper_mode_searches_the_persona_by_meaning_alone(mode: str, lexical: bool) -> None:
+    """The paper retrieves user knowledge and agent traits semantically; the other modes fuse
+    a keyword search in, as they do for pages."""
+    deps = await make_deps()
+    searched: list[tuple[str, bool]] = []
+    search = deps.store.search
+
+    async def recording(collection: str, *args: object, **kwargs: object) -> object:
+        searched.append((collection, kwargs.get("sparse") is not None))
+        return await search(collection, *args, **kwargs)  # type: ignore[arg-type]
+
+    deps.store.search = recording  # type: ignore[method-assign]
+    await ResponseService(deps, NullSink()).retrieve("ann", "my dog Miso", mode=mode)
+    facts = [
+        sparse for collection, sparse in searched if collection in (USER_KNOWLEDGE, AGENT_TRAITS)
+    ]
+    assert facts == [lexical, lexical]
