@@ -38,7 +38,6 @@ from schemas.records import (
 from schemas.topics import user_key
 
 log = logging.getLogger(__name__)
-CANDIDATE_SEGMENTS = 16  # nearest segments by cosine whose F is computed exactly
 PERSONA_PAGES_PER_JOB = 16  # bounds the persona prompt; a bigger backlog takes several jobs
 
 MidTermEvent = EvictedPage | RetrievalHit | PersonaApplied | Resume | ForgetUser
@@ -250,7 +249,12 @@ class MidTermAgent(RecordStage):
         nearest = [
             (score, stored)
             for score, stored in await deps.repo.nearest_segments(
-                page.user_id, page.vector, CANDIDATE_SEGMENTS
+                # every segment of the user (eviction keeps them within the capacity): F is
+                # the paper's over all of them, not over a cosine pre-cut that can miss the
+                # segment whose keywords match
+                page.user_id,
+                page.vector,
+                settings.mtm_capacity + 1,
             )
             if stored.segment.segment_id in state  # only live segments: no zombies
         ]

@@ -52,7 +52,6 @@ FORGETTING = (
     "the user is being forgotten (a DELETE has not completed): send the edit again once GET "
     ".../memory shows the DELETE done"
 )
-SEGMENT_POOL = 4  # nearest segments by cosine considered per requested segment
 
 
 async def _nothing() -> list[Any]:
@@ -278,7 +277,11 @@ class ResponseService:
         short_term, nearest, persona, knowledge, traits = await asyncio.gather(
             repo.stm_pages(user_id, with_vectors=False, where=scope),
             repo.nearest_segments(
-                user_id, vector, settings.retrieve_segments * SEGMENT_POOL, with_vectors=False
+                # every segment (at most the capacity): F over all of them, as the paper
+                user_id,
+                vector,
+                settings.mtm_capacity + 1,
+                with_vectors=False,
             )
             if wants_segments
             else _nothing(),

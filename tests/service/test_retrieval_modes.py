@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 
 from adapters.ports import AGENT_TRAITS, USER_KNOWLEDGE
 from adapters.repository import MTM, TIERS
+from memory import ids
 from memory.ids import page_id
 from memory.ranking import RankWeights
+from memory.text import query_keywords
 from schemas.codec import dumps
 from schemas.errors import InvalidEvent
 from schemas.filters import Filters
-from schemas.records import ChainLink, Page
+from schemas.records import ChainLink, Page, Segment
 from schemas.topics import TURNS, user_key
 from schemas.turn import TurnEvent
 from service.response import ResponseService
@@ -224,3 +227,33 @@ async def test_paper_mode_searches_the_persona_by_meaning_alone(mode: str, lexic
         sparse for collection, sparse in searched if collection in (USER_KNOWLEDGE, AGENT_TRAITS)
     ]
     assert facts == [lexical, lexical]
+
+
+async def test_paper_mode_scores_f_over_every_segment_not_a_cosine_pre_cut() -> None:
+    """The paper's F = cosine + keyword overlap over every segment of the user: a segment far
+    by cosine whose keywords are the question's still wins (a pool of the nearest by cosine,
+    as before, left it out)."""
+    deps = await make_deps(retrieve_segments=1)
+    service = ResponseService(deps, NullSink())
+    query = "kayak paddle river"
+    q = np.array((await deps.embedder.embed([query]))[0])
+    q /= np.linalg.norm(q)
+    other = np.array((await deps.embedder.embed(["unrelated words about taxes"]))[0])
+    u = other - q * float(other @ q)
+    u /= np.linalg.norm(u)
+
+    def at_cosine(c: float) -> list[float]:  # a unit vector at cosine c from the query's
+        return [float(x) for x in c * q + (1 - c * c) ** 0.5 * u]
+
+    decoys = [(f"decoy{n}", at_cosine(0.6), ["weather", f"topic{n}"]) for n in range(30)]
+    decoys.append(("target", at_cosine(0.3), keyword_set_of(query)))  # F = 0.3 + 1 > 0.6
+    for key, vector, keywords in decoys:
+        segment = Segment(segment_id=ids.segment_id("ann", key), user_id="ann", summary=key,
+                          keywords=keywords, last_access=0.0, created_at=0.0)  # fmt: skip
+        await deps.repo.save_segment(segment, vector, 1)
+    found = await service.retrieve("ann", query, mode="paper")
+    assert found.segment_ids == [ids.segment_id("ann", "target")]
+
+
+def keyword_set_of(text: str) -> list[str]:
+    return query_keywords(text)
