@@ -8,7 +8,7 @@ reports the segments it hit, so the MTM stage counts N_visit and recency.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, get_args
@@ -422,7 +422,16 @@ class ResponseService:
         traits = [fact.text for fact in memory.agent_traits]
         style = self.deps.settings.answer_style
         system, user = build_prompt(
-            query, memory.short_term, mid_term, memory.persona, knowledge, traits, style=style
+            query,
+            memory.short_term,
+            mid_term,
+            memory.persona,
+            knowledge,
+            traits,
+            # the speakers by the names their profiles give, as the paper's prompt has them
+            user_name=_name(memory.persona.profile, "User"),
+            assistant_name=_name(memory.persona.agent_profile, "Assistant"),
+            style=style,
         )
         texts = prompt_texts(memory.short_term, mid_term, knowledge, traits)
         prompted = PromptMemory(query, texts, style, memory.persona.profile, knowledge)
@@ -590,3 +599,11 @@ def _empty_memory(user_id: str) -> dict[str, Any]:
 def _iso(seconds: float) -> str:
     # a clock stored before record times were bounded may lie past the year 9999
     return datetime.fromtimestamp(min(seconds, MAX_EVENT_TIME), UTC).isoformat()
+
+
+def _name(profile: Mapping[str, Any], otherwise: str) -> str:
+    """A profile's ``name`` as a speaker's name in a prompt: one line, not too long."""
+    name = profile.get("name")
+    if isinstance(name, str) and name.strip() and len(name) <= 80 and "\n" not in name:
+        return name.strip()
+    return otherwise
