@@ -49,7 +49,18 @@ _FIRST_PERSON_AGENT = re.compile(r"\bI\b|\bI'(?:m|ve|d|ll)\b|(?i:\b(?:my|we|our)
 # to None.
 _PHATIC = re.compile(
     r"^(?:I'm|I am) (?:glad|sorry|happy|here)|^I (?:understand|hope|see|appreciate|agree)"
-    r"|^I'd (?:be happy|love to help)",
+    r"|^I'd (?:be happy|love to help)"
+    # what the user is about to do in this chat is not knowledge of them
+    r"|^I'll (?:attach|send|check|wait|try|look|get back|be back|call|text|email|upload)"
+    r"|^I (?:just )?(?:sent|attached|uploaded) (?:you |it|the|a |an )",
+    re.IGNORECASE,
+)
+_A_STATEMENT = re.compile(r"\b(?:I|I'm|I've|we|we're|we've|is|are|was|were|have|has)\b")
+# A question may open with what the user states of themselves: "I live in Lisbon, so will a
+# replacement take as long?" The clause before the first comma is kept when it is a statement.
+_ASKING = re.compile(
+    r"^(?:do|does|did|can|could|will|would|should|is|are|was|were|what|when|where|which|who"
+    r"|why|how|may|shall|have|has)\b",
     re.IGNORECASE,
 )
 
@@ -205,7 +216,9 @@ def _first_person_facts(
             continue
         date = _time_after(lines, index)
         for sentence in sentences(line.text):
-            if sentence.endswith("?") or _PHATIC.match(sentence):
+            if sentence.endswith("?"):
+                sentence = _stated_before_asking(sentence)
+            if not sentence or _PHATIC.match(sentence):
                 continue
             if first_person.search(sentence) and len(tokens(sentence)) >= 2:
                 fact = sentence[:FACT_MAX_CHARS].rstrip(" .!")
@@ -223,3 +236,12 @@ def _time_after(lines: Sequence[Line], index: int) -> str | None:
         if line.speaker == "user":
             return None
     return None
+
+
+def _stated_before_asking(question: str) -> str:
+    """The statement a question opens with ("I live in Lisbon, so will ...?"), or ""."""
+    head, comma, _ = question.partition(",")
+    head = head.strip()
+    if not comma or _ASKING.match(head) or not _A_STATEMENT.search(head):
+        return ""
+    return head

@@ -202,3 +202,22 @@ def test_trait_tables_follow_the_appendix() -> None:
     assert canonical_dimension("**safety**") == "Safety (Harmlessness)"
     assert canonical_dimension("Self Actualization Needs") == "Self-Actualization Needs"
     assert canonical_dimension("Curiosity") is None
+
+
+@pytest.mark.parametrize(
+    ("said", "facts"),
+    [
+        ("I live in Lisbon, so will a replacement take as long as the original shipment?",
+         ["I live in Lisbon."]),
+        ("My dog is called Miso, does she need a harness?", ["My dog is called Miso."]),
+        ("My dog Miso, does she need a harness?", []),
+        ("Can I, please, get a refund?", []),
+        ("I'll attach a photo of the sole.", []),
+        ("I just sent you the receipt.", []),
+        ("I ordered the boots in size 39.", ["I ordered the boots in size 39."]),
+    ],
+)  # fmt: skip
+async def test_user_knowledge_keeps_statements_not_chit_chat(said: str, facts: list[str]) -> None:
+    """What a customer states of themselves, also at the head of a question; not what they
+    are about to do in this chat."""
+    assert await OfflineLLM(announce=False).user_knowledge(f"User: {said}") == facts
