@@ -147,19 +147,25 @@ class MemoryRepository:
         return [_page_from(p.payload, p.vector if with_vectors else None) for p in points]
 
     async def follow_chain_summary(self, page: Page) -> int:
-        """The MTM pages of ``page``'s chain take its chain summary (paper: the chain's meta
-        summary runs along the whole chain); how many changed."""
+        """The MTM pages of ``page``'s chain take the summary of the chain's newest page among
+        them (paper: the chain's meta summary runs along the whole chain); how many changed.
+        Newest by position, so a page placed again late (a retry, a repair) cannot put an
+        older summary back."""
         where: Filter = {"tier": MTM, CHAIN_ID: page.chain.chain_id}
-        points = await self.store.scroll(PAGES, page.user_id, where, with_vectors=True)
-        stale = [
-            p for p in points if p.payload.get("chain", {}).get("summary") != page.chain.summary
-        ]
-        for point in stale:
+        points = await self.store.scroll(PAGES, page.user_id, where)
+        if not points:
+            return 0
+        newest = max(points, key=lambda p: _seq(p.payload))
+        summary = str(newest.payload.get("chain", {}).get("summary", ""))
+        stale = [p.id for p in points if p.payload.get("chain", {}).get("summary") != summary]
+        by_segment: dict[str, list[Page]] = {}
+        for point in await self.store.retrieve(PAGES, stale, with_vectors=True):
             held = _page_from(point.payload, point.vector)
-            updated = held.model_copy(
-                update={"chain": held.chain.model_copy(update={"summary": page.chain.summary})}
-            )
-            await self.save_pages([updated], MTM, str(point.payload.get("segment_id")))
+            chain = held.chain.model_copy(update={"summary": summary})
+            segment = str(point.payload.get("segment_id"))
+            by_segment.setdefault(segment, []).append(held.model_copy(update={"chain": chain}))
+        for segment_id, pages in by_segment.items():
+            await self.save_pages(pages, MTM, segment_id)
         return len(stale)
 
     async def pages_by_id(self, user_id: str, page_ids: Sequence[str]) -> list[Page]:

@@ -224,9 +224,13 @@ class MidTermAgent(RecordStage):
         deps = self.deps
         if page.vector is None:
             raise InvalidEvent(f"evicted page {page.page_id} carries no vector", field="page")
-        if (await deps.repo.page_tiers([page.page_id])).get(page.page_id) != LEAVING:
+        tier = (await deps.repo.page_tiers([page.page_id])).get(page.page_id)
+        if tier != LEAVING:
             # Placed already, or gone (its segment evicted, its user deleted): this is a
-            # duplicate or a stale copy, and placing it would resurrect the page.
+            # duplicate or a stale copy, and placing it would resurrect the page. Placed, its
+            # chain's summary is spread again (a retry after the spread failed).
+            if tier == MTM:
+                await deps.repo.follow_chain_summary(page)
             return
         owner = state.owner_of(page.page_id)
         if owner is None:
@@ -255,6 +259,7 @@ class MidTermAgent(RecordStage):
                 page.user_id,
                 page.vector,
                 settings.mtm_capacity + 1,
+                with_vectors=False,
             )
             if stored.segment.segment_id in state  # only live segments: no zombies
         ]
@@ -287,7 +292,8 @@ class MidTermAgent(RecordStage):
             segment = new_segment(segment_id, page, summary, keywords, now)
             vector, size = list(page.vector), 1
         else:
-            match = next(stored for _, stored in nearest if stored.segment.segment_id == chosen)
+            # F needs no vectors; the chosen segment's is read alone, for its centroid
+            (match,) = await deps.repo.segments_by_id([chosen])
             summary = match.segment.summary
             if summary_with is not None and summary_with[0] == chosen:
                 summary = summary_with[1]

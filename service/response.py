@@ -8,6 +8,7 @@ reports the segments it hit, so the MTM stage counts N_visit and recency.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -602,8 +603,17 @@ def _iso(seconds: float) -> str:
 
 
 def _name(profile: Mapping[str, Any], otherwise: str) -> str:
-    """A profile's ``name`` as a speaker's name in a prompt: one line, not too long."""
+    """A profile's ``name`` as a speaker's name in a prompt, when it is a name: letters,
+    spaces, apostrophes and hyphens, at most 40, and not a role ("Assistant"). Anything else
+    (an instruction, a second line) stays out of the system prompt."""
     name = profile.get("name")
-    if isinstance(name, str) and name.strip() and len(name) <= 80 and "\n" not in name:
-        return name.strip()
+    if not isinstance(name, str):
+        return otherwise
+    name = name.strip()
+    if _A_NAME.fullmatch(name) and name.casefold() not in _ROLES:
+        return name
     return otherwise
+
+
+_A_NAME = re.compile(r"[^\W\d_](?:[^\W\d_]|[ '\u2019-]){0,39}")
+_ROLES = frozenset({"user", "assistant", "ai", "system", "bot", "developer"})

@@ -51,16 +51,19 @@ _PHATIC = re.compile(
     r"^(?:I'm|I am) (?:glad|sorry|happy|here)|^I (?:understand|hope|see|appreciate|agree)"
     r"|^I'd (?:be happy|love to help)"
     # what the user is about to do in this chat is not knowledge of them
-    r"|^I'll (?:attach|send|check|wait|try|look|get back|be back|call|text|email|upload)"
-    r"|^I (?:just )?(?:sent|attached|uploaded) (?:you |it|the|a |an )",
+    r"|^I'll (?:attach|send|check|wait|look into|get back to|call|text|email|upload)\b"
+    r"|^I (?:just )?(?:sent|attached|uploaded) (?:you|it|the|a|an)\b",
     re.IGNORECASE,
 )
-_A_STATEMENT = re.compile(r"\b(?:I|I'm|I've|we|we're|we've|is|are|was|were|have|has)\b")
+# a statement opens with its subject: "I live in Lisbon, so ...", not "If I cancel, will ..."
+_A_STATEMENT = re.compile(
+    r"^(?:I|I'm|I've|I'd|We|We're|We've)\b|^(?:My|Our)\b.*\b(?:is|are|was|were|has|have)\b"
+)
 # A question may open with what the user states of themselves: "I live in Lisbon, so will a
 # replacement take as long?" The clause before the first comma is kept when it is a statement.
 _ASKING = re.compile(
     r"^(?:do|does|did|can|could|will|would|should|is|are|was|were|what|when|where|which|who"
-    r"|why|how|may|shall|have|has)\b",
+    r"|why|how|may|shall|have|has|if|when|before|after|since|so|once|as|while|because)\b",
     re.IGNORECASE,
 )
 
@@ -242,6 +245,6 @@ def _stated_before_asking(question: str) -> str:
     """The statement a question opens with ("I live in Lisbon, so will ...?"), or ""."""
     head, comma, _ = question.partition(",")
     head = head.strip()
-    if not comma or _ASKING.match(head) or not _A_STATEMENT.search(head):
+    if not comma or _ASKING.match(head) or not _A_STATEMENT.match(head) or "wonder" in head:
         return ""
     return head

@@ -36,3 +36,21 @@ async def test_the_mid_term_pages_of_a_chain_take_its_newest_summary() -> None:
     # window; every page of the chain in MTM shows it now, not the one it left STM with
     assert {page.chain.summary for _, page in placed} == {"talk up to t007"}
     assert [p.chain.summary for p in await deps.repo.stm_pages("ann")] == ["talk up to t007"] * 2
+
+
+async def test_a_page_placed_again_late_does_not_put_an_older_summary_back() -> None:
+    deps = await make_deps(stm_capacity=2, continuity_llm="always")
+    deps = dataclasses.replace(deps, llm=OneChain())
+    pipeline = Pipeline(deps)
+    service = ResponseService(deps, pipeline)
+    await service.add_turns(
+        make_turns("ann", [(f"Trail run number {n}.", "Nice.") for n in range(8)])
+    )
+    await pipeline.drain()
+    (_, first), *_ = await deps.repo.mid_term_pages("ann")
+    stale = first.model_copy(
+        update={"chain": first.chain.model_copy(update={"summary": "talk up to t001"})}
+    )
+    await deps.repo.follow_chain_summary(stale)  # a retry of the first placement, say
+    placed = await deps.repo.mid_term_pages("ann")
+    assert {page.chain.summary for _, page in placed} == {"talk up to t007"}

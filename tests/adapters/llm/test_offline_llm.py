@@ -215,6 +215,10 @@ def test_trait_tables_follow_the_appendix() -> None:
         ("I'll attach a photo of the sole.", []),
         ("I just sent you the receipt.", []),
         ("I ordered the boots in size 39.", ["I ordered the boots in size 39."]),
+        ("If I cancel, will I get a refund?", []),
+        ("So I was wondering, could you help?", []),
+        ("I sent items back yesterday.", ["I sent items back yesterday."]),
+        ("I'll be back in Lisbon in May.", ["I'll be back in Lisbon in May."]),
     ],
 )  # fmt: skip
 async def test_user_knowledge_keeps_statements_not_chit_chat(said: str, facts: list[str]) -> None:
