@@ -210,3 +210,27 @@ async def test_a_plain_fact_edit_on_the_topic_changes_nothing(setup: Setup) -> N
     await setup.pipeline.drain()
     assert await listed(setup.clients["acme"], "bob") == []
     assert setup.pipeline.pending(DLQ) or setup.pipeline.topics[DLQ], "dead-lettered"
+
+
+async def test_a_superseded_fact_never_reaches_the_respond_prompt(setup: Setup) -> None:
+    acme = setup.clients["acme"]
+    await add(acme, "bob", text="I live in Lyon.")
+    await setup.pipeline.drain()
+    await add(acme, "bob", text="We moved to Paris.")
+    await setup.pipeline.drain()
+    prompted: list[list[str]] = []
+    llm = setup.service.deps.llm
+    respond = llm.respond
+
+    async def recording(system: str, user: str, memory: Any) -> Any:
+        prompted.append([*memory.facts, system, user])
+        return await respond(system, user, memory)
+
+    llm.respond = recording  # type: ignore[method-assign]
+    reply = await acme.post("/v1/users/bob/respond", json={"query": "Where do I live, Lyon?"})
+    assert reply.status_code == 200, reply.text
+    (said,) = prompted
+    assert any("Paris" in text for text in said)
+    assert not any("Lyon." in text for text in said[:-1]), "the superseded fact is not prompted"
+    assert "- I live in Lyon." not in said[-1]
+    assert "- We moved to Paris." in said[-1]
