@@ -57,16 +57,31 @@ def fit(book: FactBook, max_bytes: int = MAX_BOOK_BYTES) -> tuple[FactBook, list
     history = {fid: changes[-KEPT_WHEN_FULL:] for fid, changes in book.history.items()}
     book = book.model_copy(update={"history": history, "removed": book.removed[-KEPT_REMOVED:]})
     dropped: list[Fact] = []
-    facts = list(book.facts)
-    for fact in sorted(facts, key=lambda f: (f.current, f.pinned, f.created_at)):
-        if _size(book) <= max_bytes:
+    while (total := _size(book)) > max_bytes:
+        # one serialisation per pass, not one per fact: each fact's share is estimated
+        order = sorted(book.facts, key=lambda f: (f.current, f.pinned, f.created_at))
+        going: set[str] = set()
+        for fact in order:
+            if total <= max_bytes:
+                break
+            going.add(fact.fact_id)
+            total -= _share(book, fact)
+        if not going:
             break
-        facts.remove(fact)
-        book.history.pop(fact.fact_id, None)
-        if fact.current:
-            dropped.append(fact)
-        book = book.model_copy(update={"facts": list(facts)})
+        dropped += [f for f in book.facts if f.fact_id in going and f.current]
+        book = book.model_copy(
+            update={
+                "facts": [f for f in book.facts if f.fact_id not in going],
+                "history": {k: v for k, v in book.history.items() if k not in going},
+            }
+        )
     return book, dropped
+
+
+def _share(book: FactBook, fact: Fact) -> int:
+    """About what ``fact`` and its history add to the book as JSON."""
+    changes = book.history.get(fact.fact_id, [])
+    return len(fact.model_dump_json()) + sum(len(c.model_dump_json()) for c in changes) + 50
 
 
 def _size(book: FactBook) -> int:

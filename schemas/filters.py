@@ -10,7 +10,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
 from schemas.limits import utc_in_range
 from schemas.profile import DEFAULT_ASSISTANT
@@ -21,6 +29,8 @@ FilterChannel = Annotated[Channel, Field(min_length=1)]
 MAX_CHANNELS = 20
 MAX_META_FILTERS = 8
 MetaValue = Annotated[StrictStr, Field(max_length=256)]
+# a time in a request: without a zone, UTC; within the years a page may have
+UtcTime = Annotated[datetime, AfterValidator(utc_in_range)]
 
 
 class Filters(BaseModel):
@@ -39,8 +49,8 @@ class Filters(BaseModel):
         "assistant's pages carry no assistant id)",
     )
     conversation_id: Identifier | None = Field(None, description="the pages of one conversation")
-    after: datetime | None = Field(None, description="pages at or after this time (ISO 8601)")
-    before: datetime | None = Field(None, description="pages before this time (ISO 8601)")
+    after: UtcTime | None = Field(None, description="pages at or after this time (ISO 8601)")
+    before: UtcTime | None = Field(None, description="pages before this time (ISO 8601)")
     meta: Annotated[dict[str, MetaValue], Field(max_length=MAX_META_FILTERS)] | None = Field(
         None,
         description="equality on top-level keys of the turns' meta (string values); only the "
@@ -56,11 +66,6 @@ class Filters(BaseModel):
                 "conversation instead"
             )
         return value
-
-    @field_validator("after", "before")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        return None if value is None else utc_in_range(value)
 
     @model_validator(mode="after")
     def _ordered(self) -> Filters:

@@ -23,7 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -48,8 +48,7 @@ from schemas.errors import (
     Restarting,
     StoreError,
 )
-from schemas.filters import Filters
-from schemas.limits import utc_in_range
+from schemas.filters import Filters, UtcTime
 from schemas.profile import DEFAULT_ASSISTANT, Profile
 from schemas.tenants import SEPARATOR, Limit, parse_limit, user_of
 from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
@@ -128,16 +127,11 @@ class Scoped(BaseModel):
         description="scope the pages: channel, assistant_id, conversation_id, after, before, "
         "meta (all must hold)",
     )
-    at: datetime | None = Field(
+    at: UtcTime | None = Field(
         None,
         description="when the question is asked (ISO 8601; default now): relative time in it "
         "(yesterday, last week, two months ago...) is read from here",
     )
-
-    @field_validator("at")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        return None if value is None else utc_in_range(value)
 
 
 class QueryIn(Scoped):

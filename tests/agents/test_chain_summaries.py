@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from adapters.deps import Deps
 from memory.chain import ContinuityVerdict
 from schemas.records import Page
 from service.response import ResponseService
@@ -20,15 +21,19 @@ class OneChain(FakeLLM):
         return ContinuityVerdict(previous is not None, f"talk up to {current.turn_id}")
 
 
-async def test_the_mid_term_pages_of_a_chain_take_its_newest_summary() -> None:
+async def one_chain_of_eight() -> Deps:
+    """Eight turns of one chain through the pipeline, two of them left in STM."""
     deps = await make_deps(stm_capacity=2, continuity_llm="always")
     deps = dataclasses.replace(deps, llm=OneChain())
     pipeline = Pipeline(deps)
-    service = ResponseService(deps, pipeline)
-    await service.add_turns(
-        make_turns("ann", [(f"Trail run number {n}.", "Nice.") for n in range(8)])
-    )
+    turns = make_turns("ann", [(f"Trail run number {n}.", "Nice.") for n in range(8)])
+    await ResponseService(deps, pipeline).add_turns(turns)
     await pipeline.drain()
+    return deps
+
+
+async def test_the_mid_term_pages_of_a_chain_take_its_newest_summary() -> None:
+    deps = await one_chain_of_eight()
     placed = await deps.repo.mid_term_pages("ann")
     assert len(placed) == 6  # 8 turns, 2 in STM
     assert {page.chain.chain_id for _, page in placed} == {placed[0][1].page_id}
@@ -39,14 +44,7 @@ async def test_the_mid_term_pages_of_a_chain_take_its_newest_summary() -> None:
 
 
 async def test_a_page_placed_again_late_does_not_put_an_older_summary_back() -> None:
-    deps = await make_deps(stm_capacity=2, continuity_llm="always")
-    deps = dataclasses.replace(deps, llm=OneChain())
-    pipeline = Pipeline(deps)
-    service = ResponseService(deps, pipeline)
-    await service.add_turns(
-        make_turns("ann", [(f"Trail run number {n}.", "Nice.") for n in range(8)])
-    )
-    await pipeline.drain()
+    deps = await one_chain_of_eight()
     (_, first), *_ = await deps.repo.mid_term_pages("ann")
     stale = first.model_copy(
         update={"chain": first.chain.model_copy(update={"summary": "talk up to t001"})}

@@ -70,6 +70,7 @@ async def test_the_readme_quick_start_runs_as_written(up: UpProcess) -> None:
 
     await asyncio.wait_for(asyncio.to_thread(run), 120)
     assert output.getvalue().strip()
+    assert "I am allergic to latex. api" in output.getvalue(), "the added fact is listed"
 
 
 async def test_every_route_through_the_sync_client(up: UpProcess) -> None:

@@ -131,8 +131,10 @@ async def test_a_filter_on_an_unknown_or_unindexed_field_is_refused_naming_it(
 
 @pytest.mark.parametrize("mode", ["paper", "fused"])
 async def test_the_paper_modes_still_return_k_matching_pages(stack: Stack, mode: str) -> None:
-    """Their segments are chosen by the query alone; the pages of the chosen ones that match
-    may be fewer than k, and the rest come from every segment."""
+    """Filters hold in the paper modes on the real stack, k pages when k match. (That the
+    chosen segments may hold fewer, and the rest then come from every segment, is shown by
+    tests/service/test_retrieval_modes.py with one segment chosen; here five are, and they
+    hold enough.)"""
     assert stack.service is not None
     found = await stack.service.retrieve(
         "cara", "router setup", top_k=6, mode=mode, filters=Filters(channel="web")

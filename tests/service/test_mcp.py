@@ -28,22 +28,16 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextContent
 
-from adapters.api_keys import ApiKeys
-from adapters.journal import SqliteJournal
-from adapters.metrics import Metrics
-from adapters.settings import Settings
 from evaluation.fake_openai import FakeOpenAI
 from memory.dates import MONTHS
 from schemas.tenants import Scope
 from schemas.turn import MAX_TEXT_CHARS
-from service.http import create_http_app
 from service.mcp import build_server
-from service.response import ResponseService
 from streams.broker import free_port
 from streams.stack import Stack
-from tests.support.fakes import Pipeline, make_deps
 from tests.support.paths import ROOT
 from tests.support.stacks import eventually, running_stack
+from tests.support.tenant_app import TenantApp, tenant_app
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module")]  # the stack's tests: integration
 
@@ -345,30 +339,21 @@ async def test_a_bad_facts_argument_is_refused_before_any_call(
 
 
 class FactsApp:
-    """The real HTTP app over the in-memory pipeline, with keys of two tenants."""
+    """The real HTTP app over the in-memory pipeline (``tenant_app``), as MCP tools."""
 
-    def __init__(self, pipeline: Pipeline, app: Any, keys: ApiKeys) -> None:
-        self.pipeline, self.app, self.keys = pipeline, app, keys
+    def __init__(self, made: TenantApp) -> None:
+        self.pipeline, self.app, self.keys = made.pipeline, made.app, made.keys
 
     async def tools(self, tenant: str, scopes: tuple[Scope, ...]) -> Client:
         _, secret = await self.keys.create(tenant, scopes)
         return Client(build_server("http://memoryos", secret, httpx.ASGITransport(self.app)))
 
 
-async def _ready() -> dict[str, Any]:
-    return {"ready": True}
-
-
 @pytest_asyncio.fixture(loop_scope="module")
 async def facts_app(tmp_path: Path) -> AsyncIterator[FactsApp]:
-    deps = await make_deps()
-    journal = SqliteJournal(tmp_path / "journal.sqlite3")
-    pipeline = Pipeline(deps, journal=journal)
-    service = ResponseService(deps, pipeline, journal)
-    keys = ApiKeys(deps.repo)
-    app = create_http_app(service, Settings(), Metrics(), _ready, _ready, tenant_keys=keys)
-    yield FactsApp(pipeline, app, keys)
-    journal.close()
+    made = await tenant_app(tmp_path, tenants=())
+    yield FactsApp(made)
+    made.journal.close()
 
 
 async def test_the_facts_tools_against_the_service(facts_app: FactsApp) -> None:
