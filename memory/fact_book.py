@@ -105,7 +105,7 @@ class BookChange:
         self.history = {fid: list(changes) for fid, changes in book.history.items()}
         self.removed = list(book.removed)
         self.edits = list(book.edits)
-        self.last_edit_at = book.last_edit_at
+        self.edited_at = dict(book.edited_at)
         self.before = {f.fact_id: f for f in book.facts if f.current}
 
     def same_text(self, kind: FactKind, assistant_id: str | None, text: str) -> Fact | None:
@@ -210,6 +210,7 @@ class BookChange:
             history={fid: h for fid, h in self.history.items() if fid in kept},
             removed=removed,
             edits=self.edits[-MAX_EDITS:],
-            last_edit_at=self.last_edit_at,
+            # kept for the facts held and those held back: bounded as they are
+            edited_at={k: v for k, v in self.edited_at.items() if k in kept or k in self.by_id},
         )
         return book, delta

@@ -114,19 +114,23 @@ def extracted(
 
 def edited(book: FactBook, edit: FactEdit, at: datetime, capacity: int) -> tuple[FactBook, Delta]:
     """An API edit applied. A re-sent one (same ``edit_id``) changes nothing, nor does one
-    older than the last edit applied (``edit.at``): a copy the reconciler sends again after a
-    later edit went through cannot undo it."""
+    older (``edit.at``) than the last edit applied to the same fact: a copy the reconciler sends
+    again after a later edit of that fact went through cannot undo it. Edits of other facts
+    are not compared: the user's stream orders them."""
     if edit.edit_id in book.edits:
         return book, Delta()
     work = BookChange(book)
     work.edits.append(edit.edit_id)
-    if edit.at < book.last_edit_at:
+    target = edit.fact_id
+    if edit.op == "add" and edit.text is not None and edit.fact_kind is not None:
+        target = add_id(book, KINDS[edit.fact_kind], edit.text, edit.assistant_id)
+    if edit.at < book.edited_at.get(target, float("-inf")):
         return work.done()
-    work.last_edit_at = edit.at
+    work.edited_at[target] = edit.at
     fact = work.by_id.get(edit.fact_id)
     if edit.op == "add" and edit.text is not None and edit.fact_kind is not None:
         kind = KINDS[edit.fact_kind]
-        fid = add_id(book, kind, edit.text, edit.assistant_id)
+        fid = target
         fact = work.by_id.get(fid)
         if fid in work.removed:
             work.removed.remove(fid)  # added again on purpose: it may be extracted again too
@@ -180,11 +184,13 @@ def add_id(book: FactBook, kind: FactKind, text: str, assistant_id: str | None) 
         if normalize_fact(fact.text) == wanted:
             return fact.fact_id  # a current fact says it already: that one
     scope = _assistant_key(kind, assistant_id)
-    fid = fact_id(book.user_id, kind, text, scope)
-    held = next((f for f in book.facts if f.fact_id == fid), None)
-    if held is None or normalize_fact(held.text) == normalize_fact(text):
-        return fid
-    return fact_id(book.user_id, kind, "\u2063again: " + text, scope)
+    held = {f.fact_id: f for f in book.facts}
+    for again in range(len(book.facts) + 1):  # each id held by a corrected fact: the next
+        key = text if again == 0 else f"\u2063again {again}: {text}"
+        fid = fact_id(book.user_id, kind, key, scope)
+        if fid not in held or normalize_fact(held[fid].text) == wanted:
+            return fid
+    raise AssertionError("unreachable: more ids tried than facts held")
 
 
 def said_something(text: str) -> bool:

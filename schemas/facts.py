@@ -92,7 +92,8 @@ class FactBook(Record):
     history: dict[str, list[FactChange]] = Field(default_factory=dict)
     removed: list[str] = Field(default_factory=list)
     edits: list[str] = Field(default_factory=list)
-    last_edit_at: float = 0.0  # ``at`` of the newest API edit applied
+    # per fact, ``at`` of the newest API edit applied to it: an older copy sent again is stale
+    edited_at: dict[str, float] = Field(default_factory=dict)
 
 
 class FactEdit(Record):

@@ -108,6 +108,11 @@ class Reconciler:
             seen.add(key)
             return everything or key in self._seen
 
+        def held_back(user_id: str) -> bool:
+            """A spent tenant's user, on a running pass: their work waits in the stages. A
+            start pass (after a crash or a broker roll lost the broker's copies) sends all."""
+            return not everything and self.paused(user_id)
+
         entries = await self.journal.pending(limit=JOURNAL_READ)
         self.read_through = max((entry.seq for entry in entries), default=0)
         messages = await self.journal.pending_messages(limit=JOURNAL_READ)
@@ -116,7 +121,7 @@ class Reconciler:
         # A user being forgotten keeps every journaled turn until the marker has passed:
         # a marker sent again purges what those turns wrote, so they must follow it again.
         for user_id, at in forgetting.items():
-            if self.embedded and not self.paused(user_id) and due(f"forget:{user_id}:{at}"):
+            if self.embedded and not held_back(user_id) and due(f"forget:{user_id}:{at}"):
                 marker = dumps(ForgetUser(user_id=user_id, at=at))
                 await self.send(TURNS, user_key(user_id), marker)
                 await self.send(MESSAGES, user_key(user_id), marker)
@@ -138,7 +143,14 @@ class Reconciler:
         for entry in entries:
             if entry.page_id in stored:
                 newest[entry.user_id] = max(newest.get(entry.user_id, -1), entry.seq)
-        done = {e.seq for e in entries if e.page_id in stored or e.seq < newest.get(e.user_id, -1)}
+        # A held-back user's turn below their newest page may be one whose copy was lost and
+        # not sent again: it is not settled while they are held back.
+        done = {
+            e.seq
+            for e in entries
+            if e.page_id in stored
+            or (e.seq < newest.get(e.user_id, -1) and not held_back(e.user_id))
+        }
         settled = sorted(done)
         await self._settle(settled)
         owed.settled = len(settled)
@@ -146,26 +158,22 @@ class Reconciler:
             len(settled), [e for e in entries if e.seq in done and e.page_id not in stored]
         )
         for entry in entries:
-            if (
-                entry.seq not in done
-                and not self.paused(entry.user_id)
-                and due(f"turn:{entry.seq}")
-            ):
+            if entry.seq not in done and not held_back(entry.user_id) and due(f"turn:{entry.seq}"):
                 await self.send(TURNS, user_key(entry.user_id), entry.value)
                 owed.turns += 1
         for entry in messages:
             # settled by the pairing stage once stored; owed only if still here a pass later
             if (
                 entry.user_id not in forgetting
-                and not self.paused(entry.user_id)
+                and not held_back(entry.user_id)
                 and due(f"message:{entry.seq}")
             ):
                 await self.send(MESSAGES, user_key(entry.user_id), entry.value)
                 owed.messages += 1
-        owed.fact_edits = await self._resend_fact_edits(forgetting, due)
+        owed.fact_edits = await self._resend_fact_edits(forgetting, due, held_back)
         owed.ticks = await self._tick_waiting(forgetting, everything)
         for page in await self.repo.leaving_pages():
-            paused = self.paused(page.user_id)
+            paused = held_back(page.user_id)
             if page.user_id not in forgetting and not paused and due(f"page:{page.page_id}"):
                 keyring = self.keyring
                 assert keyring is not None  # made in __post_init__
@@ -178,7 +186,10 @@ class Reconciler:
         return owed
 
     async def _resend_fact_edits(
-        self, forgetting: dict[str, float], due: Callable[[str], bool]
+        self,
+        forgetting: dict[str, float],
+        due: Callable[[str], bool],
+        held_back: Callable[[str], bool],
     ) -> int:
         """Edits not applied yet, sealed as the API sealed them (none of a user being
         forgotten: the DELETE dropped them from the journal, and its marker purges)."""
@@ -186,7 +197,7 @@ class Reconciler:
         assert keyring is not None  # made in __post_init__
         sent = 0
         for entry in await self.journal.pending_fact_edits(limit=JOURNAL_READ):
-            if entry.user_id in forgetting or self.paused(entry.user_id):
+            if entry.user_id in forgetting or held_back(entry.user_id):
                 continue
             if not due(f"fact:{entry.seq}"):
                 continue

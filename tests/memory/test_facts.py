@@ -252,3 +252,27 @@ def test_a_statement_that_is_not_an_update_supersedes_nothing(older, newer):
     book, _ = learn(FactBook(user_id="u"), older)
     book, _ = learn(book, newer, n=2)
     assert older in texts(book)
+
+
+def test_an_edit_of_another_fact_is_never_stale_whatever_the_clocks():
+    """Edits of different facts are ordered by the user's stream, not by their times: a replica
+    whose clock is behind (or a copy re-sent late) still changes the fact it names."""
+    book, _ = learn(FactBook(user_id="u"), "I like tea.", "I like jazz.")
+    tea, jazz = (f.fact_id for f in book.facts)
+    book, _ = edit_at(book, "edit", tea, "e1", 30.0, text="I like green tea.")
+    book, _ = edit_at(book, "edit", jazz, "e2", 1.0, text="I like bebop.")
+    book, _ = edit_at(book, "add", "0" * 36, "e3", 2.0, text="My dog is called Rex.",
+                      fact_kind="user_knowledge")  # fmt: skip
+    assert sorted(texts(book)) == ["I like bebop.", "I like green tea.", "My dog is called Rex."]
+
+
+def test_adding_a_text_again_and_again_after_corrections_always_adds_it():
+    book = FactBook(user_id="u")
+    for n, other in enumerate(("I like coffee.", "I like juice.", "I like milk.")):
+        book, _ = edit_at(book, "add", "0" * 36, f"a{n}", 10.0 * n, text="I like tea.",
+                          fact_kind="user_knowledge")  # fmt: skip
+        tea = next(f.fact_id for f in current(book, USER) if f.text == "I like tea.")
+        book, _ = edit_at(book, "edit", tea, f"e{n}", 10.0 * n + 1, text=other)
+    book, _ = edit_at(book, "add", "0" * 36, "last", 99.0, text="I like tea.",
+                      fact_kind="user_knowledge")  # fmt: skip
+    assert sorted(texts(book)) == ["I like coffee.", "I like juice.", "I like milk.", "I like tea."]

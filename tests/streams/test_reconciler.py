@@ -216,12 +216,12 @@ async def test_a_worker_restart_with_a_persona_job_queued_sends_its_pages_once()
 async def test_a_tenant_that_spent_its_tokens_gets_no_copies_of_its_waiting_work(
     tmp_path: Path,
 ) -> None:
-    """acme's turns wait for the next day in the stages already: a pass sends no second copy
-    (each would hold a place, and be charged again when the day turns); zeta's owed turns go."""
+    """While running, acme's turns wait for the next day in the stages already: a pass sends
+    no second copy (each would hold a place, and be charged again when the day turns), and
+    settles none of them; zeta's owed turns go."""
     pipeline = Pipeline(await make_deps())
     service = await service_for(pipeline, tmp_path)
     await service.add_turns([turn("acme/ann", 1), turn("zeta/bob", 1)])
-    pipeline.topics.clear()  # both sends lost: both turns owed
     spent = {"acme"}
     reconciler = Reconciler(
         pipeline.deps.repo,
@@ -229,11 +229,32 @@ async def test_a_tenant_that_spent_its_tokens_gets_no_copies_of_its_waiting_work
         pipeline.send,
         paused=lambda user: user.split("/")[0] in spent,
     )
+    pipeline.topics.clear()  # both copies lost, or waiting: both owed
+    await reconciler.run_pass()
+    owed = await reconciler.run_pass()  # owed at two passes in a row
+    assert owed.turns == 1
+    assert [record.key for record in pipeline.topics[TURNS]] == [b"zeta/bob"]
+    spent.clear()  # the next day: owed at two passes in a row again, then sent
+    await reconciler.run_pass()
+    await reconciler.run_pass()
+    assert b"acme/ann" in [record.key for record in pipeline.topics[TURNS]]
+    assert len(await service.journal.pending()) == 2, "nothing settled while held back"
+
+
+async def test_a_start_sends_a_spent_tenants_owed_turns_too(tmp_path: Path) -> None:
+    """After a crash or a broker roll the broker's copies are gone: a spent tenant's turns are
+    sent like any (they wait in the stages again); held back, a later turn stored before them
+    would have them settled as passed, and lost."""
+    pipeline = Pipeline(await make_deps())
+    service = await service_for(pipeline, tmp_path)
+    await service.add_turns([turn("acme/ann", 1)])
+    pipeline.topics.clear()  # the roll: the broker holds nothing
+    reconciler = Reconciler(
+        pipeline.deps.repo, service.journal, pipeline.send, paused=lambda _: True
+    )
     owed = await reconciler.start()
     assert owed.turns == 1
-    sent = [record.key for record in pipeline.topics[TURNS]]
-    assert sent == [b"zeta/bob"]
-    spent.clear()  # the next day
+    await service.add_turns([turn("acme/ann", 2)])
+    await pipeline.drain()
     await reconciler.run_pass()
-    await reconciler.run_pass()  # owed at two passes in a row: sent
-    assert b"acme/ann" in [record.key for record in pipeline.topics[TURNS]]
+    assert [p.turn_id for p in await pipeline.deps.repo.stm_pages("acme/ann")] == ["t001", "t002"]
