@@ -45,6 +45,25 @@ class Metrics:
             ["stage", "reason"],
             registry=r,
         )
+        self.events_out = Counter(
+            "memoryos_events_out",
+            "Events put on memoryos.events, per type",
+            ["type"],
+            registry=r,
+        )
+        self.webhook_deliveries = Counter(
+            "memoryos_webhook_deliveries",
+            "Webhook attempts per webhook (its host) and outcome: delivered, retried, dead_letter",
+            ["webhook", "outcome"],
+            registry=r,
+        )
+        self.webhook_seconds = Histogram(
+            "memoryos_webhook_request_duration_seconds",
+            "Time of one webhook request, answered or not",
+            ["webhook"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.produced_bytes = Counter(
             "memoryos_produced_bytes",
             "Bytes of record values sent to each pipeline topic (table changelogs not included)",

@@ -17,6 +17,7 @@ from pydantic import (
     Field,
     FilePath,
     SecretStr,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -26,12 +27,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from memory.heat import HeatParams
 from schemas.errors import ConfigError
 from schemas.tenants import parse_limit
+from schemas.webhooks import MAX_WEBHOOKS, Webhook
 
 ENV_PREFIX = "MEMORYOS_"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})  # hosts that need no API key
 MtmRetrieval = Literal["paper", "fused", "structured"]
 # host:port, the host a name, an IPv4 address or a bracketed IPv6 address
 _BROKER_ADDRESS = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}")
+_WEBHOOKS = TypeAdapter(list[Webhook])
 
 
 class Settings(BaseSettings):
@@ -398,6 +401,31 @@ class Settings(BaseSettings):
         description="true: no tracing even with an endpoint set",
     )
 
+    events_include_text: bool = Field(
+        False,
+        description="true: memoryos.events and webhooks carry the user's words (see Security)",
+    )
+    webhooks: SecretStr = Field(
+        SecretStr(""),
+        description='JSON list of {"url", "secret": "whsec_...", "types": [...]}: signed '
+        "POSTs of memoryos.events (Standard Webhooks)",
+    )
+    webhook_timeout_s: float = Field(
+        10.0, gt=0.0, le=300.0, description="one webhook request's limit, seconds"
+    )
+    webhook_attempts: int = Field(
+        6, ge=1, le=30, description="tries of one event per webhook before dead-lettering"
+    )
+    webhook_backoff_s: float = Field(
+        1.0, ge=0.0, le=3600.0, description="first wait between tries; x4 each time, 1 h at most"
+    )
+
+    @field_validator("webhooks")
+    @classmethod
+    def _webhooks_form(cls, value: SecretStr) -> SecretStr:
+        _parse_webhooks(value.get_secret_value())  # ValueError says which entry and why
+        return value
+
     @field_validator("model_cache_dir", mode="before")
     @classmethod
     def _empty_is_default(cls, value: object) -> object:
@@ -501,6 +529,10 @@ class Settings(BaseSettings):
     @property
     def meta_filter_keys(self) -> tuple[str, ...]:
         return tuple(key for key in self.filter_meta_keys.split(",") if key)
+
+    @property
+    def webhook_list(self) -> list[Webhook]:
+        return _parse_webhooks(self.webhooks.get_secret_value())
 
     @property
     def heat_params(self) -> HeatParams:
@@ -638,6 +670,18 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ),
     ),
     (
+        "Events out",
+        "The public stream of memory changes (memoryos.events, CloudEvents) and its signed "
+        "webhooks.",
+        (
+            "webhooks",
+            "events_include_text",
+            "webhook_timeout_s",
+            "webhook_attempts",
+            "webhook_backoff_s",
+        ),
+    ),
+    (
         "Tracing",
         "OpenTelemetry's standard variables, read with or without the MEMORYOS_ prefix.",
         (
@@ -677,6 +721,23 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ),
     ),
 )
+
+
+def _parse_webhooks(text: str) -> list[Webhook]:
+    if not text.strip():
+        return []
+    try:
+        hooks = _WEBHOOKS.validate_json(text)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"entry {'.'.join(str(part) for part in e['loc']) or 'list'}: "
+            + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors(include_url=False)
+        )
+        raise ValueError(problems) from None
+    if len(hooks) > MAX_WEBHOOKS:
+        raise ValueError(f"at most {MAX_WEBHOOKS} webhooks, not {len(hooks)}")
+    return hooks
 
 
 def _reveal(value: SecretStr | str | None) -> str | None:

@@ -13,12 +13,14 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from adapters.deps import Deps, Send
+from adapters.events_out import EventOut, NoEvents
 from adapters.ports import Topic
 from adapters.repository import HEAT_DOC, LEAVING, MTM, StoredSegment
 from adapters.token_budget import acting_for
 from agents.forget import check_marker
 from agents.runtime import BatchRunner, Consumed, RecordStage, bind_event
 from memory import ids
+from memory.events import segment_created, segment_evicted
 from memory.mtm import MidTermState
 from memory.scoring import choose_segment
 from memory.segments import centroid_update, merge_keywords, merged_segment, new_segment
@@ -34,6 +36,7 @@ from schemas.records import (
     PersonaJob,
     Resume,
     RetrievalHit,
+    Segment,
 )
 from schemas.topics import user_key
 
@@ -52,11 +55,13 @@ class MidTermAgent(RecordStage):
         states: MutableMapping[str, Any],
         send_persona: Send,
         runner: BatchRunner[MidTermInput],
+        events: EventOut | None = None,
     ) -> None:
         self.deps = deps
         self.states = states
         self.send_persona = send_persona
         self.runner = runner
+        self.events = events or NoEvents()
         self.run_max = deps.settings.llm_run_max
         # Per page and per user, for the runs in progress (users run concurrently):
         self._topics_ahead: dict[str, list[Topic]] = {}  # page id -> topics asked together
@@ -277,6 +282,9 @@ class MidTermAgent(RecordStage):
         now = state.advance(page.timestamp.timestamp())
         if holder is not None:
             # A merge saved before the state was (a retry, a crash): adopt it, never merge twice.
+            if holder.segment.segment_id == ids.segment_id(page.user_id, page.page_id):
+                # opened by this page: its announcement may be what the crash cut off
+                await self._announce_created(holder.segment, page)
             state.add_page(holder.segment.segment_id, page.page_id, now, created=False)
             if deferring:
                 state.summary_owed(holder.segment.segment_id, page.page_id)
@@ -304,6 +312,8 @@ class MidTermAgent(RecordStage):
             size = match.size + 1
         if settings.segment_vector == "summary":
             vector = (await deps.embedder.embed([segment.summary]))[0]
+        if chosen is None:
+            await self._announce_created(segment, page)
         await deps.repo.save_segment(segment, vector, size)
         state.add_page(segment.segment_id, page.page_id, now, chosen is None)
         if chosen is not None and deferring:
@@ -311,6 +321,12 @@ class MidTermAgent(RecordStage):
         transition = "segment_created" if chosen is None else "segment_merged"
         deps.metrics.transitions.labels(transition=transition).inc()
         return keywords
+
+    async def _announce_created(self, segment: Segment, page: Page) -> None:
+        event = segment_created(
+            page.user_id, segment.segment_id, page.page_id, segment.summary, self.deps.clock.now()
+        )
+        await self.events.emit([event])
 
     async def settle(self, user_id: str, state: MidTermState) -> None:
         """Evict over capacity, send persona jobs for hot segments, then save the state.
@@ -327,6 +343,13 @@ class MidTermAgent(RecordStage):
         deps, settings = self.deps, self.deps.settings
         params, now = settings.heat_params, state.clock
         evicted = state.evict_over_capacity(settings.mtm_capacity, now, params)
+        at = deps.clock.now()
+        await self.events.emit(
+            [
+                segment_evicted(user_id, s.segment_id, len(s.page_ids), s.heat(now, params), at)
+                for s in evicted
+            ]
+        )
         await deps.repo.delete_pages([page for stats in evicted for page in stats.page_ids])
         await deps.repo.delete_segments([stats.segment_id for stats in evicted])
         jobs = state.take_persona_jobs(settings.heat_tau, now, params, PERSONA_PAGES_PER_JOB)

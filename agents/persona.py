@@ -13,18 +13,21 @@ from datetime import UTC, datetime
 
 from adapters import history
 from adapters.deps import Deps, Send
+from adapters.events_out import EventOut, NoEvents
 from adapters.journal import Journal, NoJournal
 from adapters.keyring import generation
 from adapters.llm.prompts import dialogue_text
-from agents.forget import check_marker
+from agents.forget import SAME_DELETE_S, check_marker
 from agents.runtime import BatchRunner, Consumed, RecordStage
+from memory.events import fact_events, job_key, persona_updated, user_forgotten
 from memory.fact_book import Delta, current, fit
 from memory.facts import Found, PageText, book_from_persona, edited, extracted
 from memory.persona import FactKind, assistant_of, merge_traits, with_agent_traits
 from memory.profile import PATTERNS, profile_from_facts
 from schemas.codec import dumps
 from schemas.errors import InvalidEvent
-from schemas.facts import Fact, FactBook, FactEdit, PersonaInput
+from schemas.events import MemoryEvent
+from schemas.facts import Fact, FactBook, FactChange, FactEdit, FactSource, PersonaInput
 from schemas.records import ForgetUser, Page, Persona, PersonaApplied, PersonaJob, Trait
 from schemas.topics import user_key
 
@@ -40,11 +43,13 @@ class PersonaAgent(RecordStage):
         send_mid_term: Send,
         runner: BatchRunner[PersonaInput],
         journal: Journal | None = None,
+        events: EventOut | None = None,
     ) -> None:
         self.deps = deps
         self.send_mid_term = send_mid_term
         self.runner = runner
         self.journal: Journal = journal or NoJournal()
+        self.events = events or NoEvents()
 
     async def handle(self, item: Consumed[PersonaInput]) -> None:
         """A fact edit comes from the API sealed with the user's key: a plain one was written
@@ -107,7 +112,7 @@ class PersonaAgent(RecordStage):
                     "profile": persona.profile | profile_from_facts(_texts_of(book)),
                 }
             )
-            await self._store(book, updated, deltas)
+            await self._store(book, updated, deltas, job)
             deps.metrics.transitions.labels(transition="persona_update").inc()
         applied = PersonaApplied(
             user_id=job.user_id, segment_id=job.segment_id, page_ids=job.page_ids
@@ -132,7 +137,8 @@ class PersonaAgent(RecordStage):
                 if key not in _attributes(delta.unstored)
             } | profile_from_facts(_texts_of(after))
             try:
-                await self._store(after, persona.model_copy(update={"profile": profile}), [delta])
+                persona = persona.model_copy(update={"profile": profile})
+                await self._store(after, persona, [delta], change)
             except InvalidEvent:
                 # it can never be stored: dead-lettered once, not re-sent by every pass
                 await self.journal.settle_fact_edits(change.user_id, [change.edit_id])
@@ -145,10 +151,18 @@ class PersonaAgent(RecordStage):
         book = await self.deps.repo.load_fact_book(persona.user_id)
         return book if book is not None else book_from_persona(persona, self._now())
 
-    async def _store(self, book: FactBook, persona: Persona, deltas: Sequence[Delta]) -> None:
-        """Points first, the book and the persona last: a crash in between leaves the job
-        (or the edit) unacknowledged, and applying it again writes the same."""
+    async def _store(
+        self,
+        book: FactBook,
+        persona: Persona,
+        deltas: Sequence[Delta],
+        cause: PersonaJob | FactEdit,
+    ) -> None:
+        """Events, then points, the book and the persona last: a crash in between leaves the
+        job (or the edit) unacknowledged, and applying it again writes the same (and makes
+        the same event ids)."""
         book, dropped = fit(book)  # within what the store takes, before any point is written
+        await self.events.emit(self._announced(book.user_id, deltas, dropped, cause))
         gone = {fact.fact_id for fact in dropped}
         stored = [fact for delta in deltas for fact in delta.stored if fact.fact_id not in gone]
         unstored = [fact for delta in deltas for fact in delta.unstored] + dropped
@@ -168,6 +182,25 @@ class PersonaAgent(RecordStage):
             texts = [f.text for f in current(book, FactKind.AGENT, assistant or None)]
             persona = with_agent_traits(persona, assistant or None, texts)
         await repo.save_persona(persona)
+
+    def _announced(
+        self,
+        user_id: str,
+        deltas: Sequence[Delta],
+        dropped: Sequence[Fact],
+        cause: PersonaJob | FactEdit,
+    ) -> list[MemoryEvent]:
+        room = [
+            (fact, FactChange(change="deleted", at=fact.created_at, source=FactSource()))
+            for fact in dropped
+        ]
+        changes = [change for delta in deltas for change in delta.changes] + room
+        at = self.deps.clock.now()
+        if isinstance(cause, FactEdit):
+            return fact_events(user_id, changes, cause.edit_id, at)
+        key = job_key(cause.segment_id, cause.page_ids)
+        updated = persona_updated(user_id, cause.segment_id, cause.page_ids, changes, at)
+        return [*fact_events(user_id, changes, key, at), updated]
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.deps.clock.now(), UTC)
@@ -197,13 +230,22 @@ class PersonaAgent(RecordStage):
         return traits, user_facts, [()] * len(user_facts), list(agent_facts)
 
     async def forget(self, marker: ForgetUser) -> None:
-        """The last stage: purge the persona and close the tombstone; reads resume."""
-        if not await check_marker(self.deps.repo, marker):
+        """The last stage: purge the persona and close the tombstone; reads resume. Only
+        then is ``memory.user.forgotten`` sent (kept in the outbox before, so a crash cannot
+        lose it); a marker of a DELETE already complete sends it again, with its id."""
+        repo = self.deps.repo
+        event = user_forgotten(marker.user_id, marker.at, self.deps.clock.now())
+        if not await check_marker(repo, marker):
+            stone = await repo.tombstone(marker.user_id)
+            if stone is not None and not stone[1] and abs(stone[0] - marker.at) <= SAME_DELETE_S:
+                await self.events.publish([event])
             return
-        await self.deps.repo.purge_persona(marker.user_id)
-        await history.purge(self.deps.repo, marker.user_id)  # dead letters noted in flight
+        await self.events.keep([event])
+        await repo.purge_persona(marker.user_id)
+        await history.purge(repo, marker.user_id)  # dead letters noted in flight
         await self.deps.keyring.destroy_before(marker.user_id, generation(marker.at))
-        await self.deps.repo.mark_forgotten(marker.user_id, marker.at)
+        await repo.mark_forgotten(marker.user_id, marker.at)
+        await self.events.publish([event])
 
 
 def _texts(pages: Sequence[Page]) -> list[PageText]:

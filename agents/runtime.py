@@ -28,10 +28,13 @@ import orjson
 from faust.streams import _current_event
 
 from adapters import tracing
+from adapters.events_out import EventOut
 from adapters.keyring import Keyring, Opened, is_sealed
 from adapters.metrics import Metrics
+from adapters.ports import Clock, SystemClock
 from adapters.token_budget import acting_for, setting_aside
 from agents.policy import ErrorPolicy, Verdict
+from memory.events import dead_lettered
 from schemas.accept import Accepted
 from schemas.errors import InvalidEvent
 from schemas.topics import user_key
@@ -119,14 +122,25 @@ class DeadLetterSink:
         metrics: Metrics,
         notes: Callable[[str, Source, str, str, int], Awaitable[None]] | None = None,
         keyring: Keyring | None = None,
+        events: EventOut | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.stage = stage
         self._send = send
         self._metrics = metrics
         self._notes = notes  # the user's history (agents/history.py): told after the write
         self._keyring = keyring
+        self._events = events  # memory.dead_lettered, for a record that names its user
+        self._clock = clock or SystemClock()
 
-    async def send(self, source: Source, kind: str, reason: str, attempts: int) -> None:
+    async def send(
+        self,
+        source: Source,
+        kind: str,
+        reason: str,
+        attempts: int,
+        extra_headers: dict[str, bytes] | None = None,
+    ) -> None:
         value = source.raw
         if len(value) > MAX_DEAD_LETTER_BYTES:
             kind, value = "too_large", _reference(source)
@@ -146,6 +160,7 @@ class DeadLetterSink:
             "source-offset": str(source.offset).encode(),
             "attempts": str(attempts).encode(),
             **tracing.context_headers(source.headers),  # the record's trace stays with it
+            **(extra_headers or {}),
         }
         for attempt in range(1, 1_000_000):
             try:
@@ -158,6 +173,7 @@ class DeadLetterSink:
         self._metrics.dead_letters.labels(stage=self.stage, reason=kind).inc()
         if self._notes is not None:
             await self._notes(self.stage, source, kind, reason, attempts)
+        await self._announce(source, kind, reason)
         log.warning(
             "dead-lettered %s@%s/%s from %s (%s): %s",
             source.topic,
@@ -167,6 +183,24 @@ class DeadLetterSink:
             kind,
             reason[:300],
         )
+
+    async def _announce(self, source: Source, kind: str, reason: str) -> None:
+        """memory.dead_lettered for the record's user, if it names one; retried as the write
+        is, since ``send`` must not raise."""
+        user_id = _user_of_letter(source)
+        if self._events is None or user_id is None:
+            return
+        event = dead_lettered(
+            user_id, self.stage, kind, source.topic, source.raw, reason, self._clock.now()
+        )
+        for attempt in range(1, 1_000_000):
+            try:
+                await self._events.emit([event])
+                return
+            except Exception as exc:
+                delay = DEAD_LETTER_RETRY_S[min(attempt, len(DEAD_LETTER_RETRY_S)) - 1]
+                log.error("memory.dead_lettered not sent (%r); retrying in %s s", exc, delay)
+                await asyncio.sleep(delay)
 
     async def _sealed_until_done(self, source: Source, value: bytes) -> bytes | None:
         """Sealing reads the store (the user's tombstone and key): retried like the write,

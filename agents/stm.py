@@ -6,9 +6,11 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from adapters.deps import Deps, Send
+from adapters.events_out import EventOut, NoEvents
 from adapters.repository import LEAVING, STM
 from agents.forget import check_marker
 from agents.runtime import BatchRunner, Consumed, RecordStage
+from memory.events import page_stored
 from memory.stm import push_page
 from schemas.codec import dumps
 from schemas.records import EvictedPage, ForgetUser, Page, PageEvent, PageInput
@@ -24,11 +26,13 @@ class ShortTermAgent(RecordStage):
         windows: MutableMapping[str, Any],
         send_mid_term: Send,
         runner: BatchRunner[PageInput],
+        events: EventOut | None = None,
     ) -> None:
         self.deps = deps
         self.windows = windows
         self.send_mid_term = send_mid_term
         self.runner = runner
+        self.events = events or NoEvents()
 
     async def handle(self, item: Consumed[PageInput]) -> None:
         await self.apply(item.record.root, item.gen)
@@ -57,6 +61,9 @@ class ShortTermAgent(RecordStage):
         # never exceeds its capacity; found by the reconciler if the hand-over below is lost).
         before = {p.page_id: p for p in window}
         changed = [p for p in new_window if before.get(p.page_id) != p]
+        # announced before it is written: a crash between leaves the event and the work owed
+        stored = next((p for p in new_window if p.page_id == page.page_id), page)
+        await self.events.emit([page_stored(stored, self.deps.clock.now())])
         await self.deps.repo.save_pages(evicted, LEAVING)
         await self.deps.repo.save_pages(changed, STM)
         for old in evicted:

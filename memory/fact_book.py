@@ -13,7 +13,7 @@ from datetime import datetime
 from memory.fact_keys import attribute_of, states_only
 from memory.persona import FactKind
 from memory.text import normalize_fact
-from schemas.facts import API, Fact, FactBook, FactChange, FactKindName, Source
+from schemas.facts import API, Fact, FactBook, FactChange, FactKindName, FactSource, Source
 from schemas.profile import DEFAULT_ASSISTANT
 
 KIND_NAMES: dict[FactKind, FactKindName] = {
@@ -38,6 +38,9 @@ class Delta:
 
     stored: list[Fact] = field(default_factory=list)  # points to write (new, revived, new text)
     unstored: list[Fact] = field(default_factory=list)  # points to delete, as they were written
+    # every change made, in order, with its fact (for memoryos.events); a fact dropped past
+    # the capacity is a "deleted" change whose source is not the API
+    changes: list[tuple[Fact, FactChange]] = field(default_factory=list)
 
 
 def current(book: FactBook, kind: FactKind, assistant_id: str | None = None) -> list[Fact]:
@@ -107,6 +110,7 @@ class BookChange:
         self.edits = list(book.edits)
         self.edited_at = dict(book.edited_at)
         self.before = {f.fact_id: f for f in book.facts if f.current}
+        self.changes: list[tuple[Fact, FactChange]] = []
 
     def same_text(self, kind: FactKind, assistant_id: str | None, text: str) -> Fact | None:
         """A current fact of the same scope whose text (as edited, say) says the same."""
@@ -148,11 +152,21 @@ class BookChange:
     def replace(self, fact: Fact) -> None:
         self.by_id[fact.fact_id] = fact
 
-    def drop(self, fid: str) -> None:
-        self.by_id.pop(fid, None)
+    def drop(self, fid: str) -> Fact | None:
+        return self.by_id.pop(fid, None)
 
-    def note(self, fid: str, change: FactChange) -> None:
+    def note(self, fid: str, change: FactChange, fact: Fact | None = None) -> None:
         self.history[fid] = [*self.history.get(fid, []), change][-MAX_CHANGES:]
+        fact = fact or self.by_id.get(fid)
+        if fact is not None:
+            self.changes.append((fact, change))
+
+    def _dropped_for_room(self, fact: Fact) -> None:
+        self.drop(fact.fact_id)
+        self.history.pop(fact.fact_id, None)
+        if fact.current:
+            room = FactChange(change="deleted", at=fact.created_at, source=FactSource())
+            self.changes.append((fact, room))
 
     def supersede_for(
         self, new: Fact, updates: Sequence[str], at: datetime, source: Source
@@ -181,20 +195,18 @@ class BookChange:
             if f.kind == KIND_NAMES[kind] and scope_of(f) == scope_key(kind, assistant_id)
         ]
         for fact in scoped[: max(0, len(scoped) - capacity)]:
-            self.drop(fact.fact_id)
-            self.history.pop(fact.fact_id, None)
+            self._dropped_for_room(fact)
         old = sorted(
             (f for f in self.by_id.values() if not f.current and f.kind == KIND_NAMES[kind]),
             key=lambda f: f.superseded_at or f.created_at,
         )
         for fact in old[: max(0, len(old) - capacity)]:
-            self.drop(fact.fact_id)
-            self.history.pop(fact.fact_id, None)
+            self._dropped_for_room(fact)
 
     def done(self) -> tuple[FactBook, Delta]:
         facts = list(self.by_id.values())
         after = {f.fact_id: f for f in facts if f.current}
-        delta = Delta()
+        delta = Delta(changes=self.changes)
         for fid, fact in after.items():
             earlier = self.before.get(fid)
             if earlier is None or earlier.text != fact.text:

@@ -164,14 +164,14 @@ def edited(book: FactBook, edit: FactEdit, at: datetime, capacity: int) -> tuple
             work.note(fact.fact_id, FactChange(change=change, at=at, source=API))
         work.replace(fact)
     elif edit.op == "delete" and fact is not None:
-        work.drop(fact.fact_id)
+        dropped = work.drop(fact.fact_id)
         work.removed.append(fact.fact_id)
         # what was wrong is rectified, not kept: the history keeps when, not the words
         work.history[fact.fact_id] = [
             change.model_copy(update={"text": None})
             for change in work.history.get(fact.fact_id, [])
         ]
-        work.note(fact.fact_id, FactChange(change="deleted", at=at, source=API))
+        work.note(fact.fact_id, FactChange(change="deleted", at=at, source=API), dropped)
     return work.done()
 
 

@@ -1,5 +1,5 @@
-"""Write the public JSON Schemas (``turn.schema.json``, ``message.schema.json``) from their
-models: ``python -m schemas.export``."""
+"""Write the public JSON Schemas (``turn.schema.json``, ``message.schema.json`` and
+``event.schema.json``) from their models: ``python -m schemas.export``."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel
 
+from schemas.events import MemoryEvent
 from schemas.message import MessageEvent
 from schemas.turn import TurnEvent
 
 SCHEMA_PATH = Path(__file__).with_name("turn.schema.json")
 MESSAGE_SCHEMA_PATH = Path(__file__).with_name("message.schema.json")
+EVENT_SCHEMA_PATH = Path(__file__).with_name("event.schema.json")
 
 
 DEFAULTED = {
@@ -47,10 +49,20 @@ def message_schema_json() -> bytes:
     return schema_json(MessageEvent, MESSAGE_SCHEMA_PATH.name)
 
 
+def event_schema_json() -> bytes:
+    """What memoryos.events carries (and a webhook receives): made by us, so every field the
+    model fills is in it, defaults too."""
+    schema = MemoryEvent.model_json_schema(mode="serialization")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://memoryos-streams/schemas/{EVENT_SCHEMA_PATH.name}"
+    return orjson.dumps(schema, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+
+
 def main() -> None:
     SCHEMA_PATH.write_bytes(turn_schema_json())
     MESSAGE_SCHEMA_PATH.write_bytes(message_schema_json())
-    print(f"wrote {SCHEMA_PATH} and {MESSAGE_SCHEMA_PATH}")
+    EVENT_SCHEMA_PATH.write_bytes(event_schema_json())
+    print(f"wrote {SCHEMA_PATH}, {MESSAGE_SCHEMA_PATH} and {EVENT_SCHEMA_PATH}")
 
 
 if __name__ == "__main__":

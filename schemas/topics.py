@@ -8,6 +8,7 @@ PAGES = "memoryos.pages"
 MTM = "memoryos.mtm"  # evicted pages, retrieval visits and persona acks: one order per user
 PERSONA = "memoryos.persona"
 DLQ = "memoryos.dlq"
+EVENTS = "memoryos.events"  # public: CloudEvents of memory changes (schemas/events.py)
 PIPELINE_TOPICS = (MESSAGES, TURNS, PAGES, MTM, PERSONA)
 
 

@@ -3,6 +3,7 @@
 messages -> pairing -> turns (a bus's messages paired into turns)
 turns -> chain -> pages -> stm -> mtm -> segment assignment + heat -> persona -> (acks) -> mtm
           the response service's retrieval visits ----^
+stm, mtm, persona (and the dead letters) -> events -> webhooks (when MEMORYOS_WEBHOOKS is set)
 A DELETE's forget marker enters on ``turns`` and passes every stage in the user's order.
 No module holds a global app; `create_app` can build several, each with its own deps.
 """
@@ -21,9 +22,11 @@ from faust.streams import current_event
 
 from adapters import tracing
 from adapters.deps import Deps, Send
+from adapters.events_out import EventOut, NoOutbox, Outbox
 from adapters.history import DeadLetterNotes
 from adapters.journal import Journal, NoJournal
 from adapters.settings import Settings
+from adapters.webhook_http import HttpPoster, Poster
 from agents.chain import ChainAgent
 from agents.mtm import MidTermAgent
 from agents.pairing import PairingAgent, WriteTurns
@@ -31,11 +34,13 @@ from agents.persona import PersonaAgent
 from agents.policy import ErrorPolicy, default_policy
 from agents.runtime import BatchRunner, Consumed, DeadLetterSink, KeyedDispatcher, raw_input
 from agents.stm import ShortTermAgent
+from agents.webhooks import WebhookStage
 from schemas.codec import decode, decode_message_input, decode_turn_input
 from schemas.errors import BrokerError
+from schemas.events import MemoryEvent
 from schemas.facts import PersonaInput
 from schemas.records import MidTermInput, PageInput
-from schemas.topics import DLQ, MESSAGES, MTM, PAGES, PERSONA, PIPELINE_TOPICS, TURNS
+from schemas.topics import DLQ, EVENTS, MESSAGES, MTM, PAGES, PERSONA, PIPELINE_TOPICS, TURNS
 from streams.faust_transport import ShortWaitApp
 from streams.kafka_security import faust_credentials
 from streams.retention import compacted, topic_configs
@@ -97,10 +102,14 @@ def create_app(
     policy: ErrorPolicy | None = None,
     journal: Journal | None = None,
     write_turns: WriteTurns | None = None,
+    outbox: Outbox | None = None,
+    poster: Poster | None = None,
 ) -> MemoryApp:
     """``journal``: where the pairing stage journals the turns it makes (embedded mode); with
     one, the service's sends are not awaited to the broker (``MemoryApp.await_delivery``).
-    ``write_turns``: how the pairing stage writes them instead (``PairingAgent``)."""
+    ``write_turns``: how the pairing stage writes them instead (``PairingAgent``).
+    ``outbox``: where events wait for the webhooks (embedded mode, ``adapters.events_out``);
+    ``poster``: how webhooks are called (HTTP by default)."""
     app = ShortWaitApp(
         settings.app_id,
         fetch_max_wait_ms=settings.consumer_fetch_max_wait_ms,
@@ -130,15 +139,25 @@ def create_app(
             value_serializer="raw",
             config=configs[name],
         )
-        for name in (*PIPELINE_TOPICS, DLQ)
+        for name in (*PIPELINE_TOPICS, DLQ, EVENTS)
     }
     policy = policy or default_policy(settings.dlq_max_attempts)
     senders = {name: _counted(topic, deps) for name, topic in topics.items()}
+    outbox = outbox or NoOutbox()
+    events = EventOut(senders[EVENTS], outbox, deps.metrics, settings.events_include_text)
 
     notes = DeadLetterNotes(deps.repo, deps.clock)  # each user's recent dead letters
 
-    def runner(stage: str, decoder: Any, user_of: Any) -> BatchRunner[Any]:
-        sink = DeadLetterSink(stage, senders[DLQ], deps.metrics, notes, deps.keyring)
+    def runner(stage: str, decoder: Any, user_of: Any, announce: bool = True) -> BatchRunner[Any]:
+        sink = DeadLetterSink(
+            stage,
+            senders[DLQ],
+            deps.metrics,
+            notes,
+            deps.keyring,
+            events if announce else None,
+            deps.clock,
+        )
         return BatchRunner(stage, decoder, user_of, sink, deps.metrics, policy, deps.keyring)
 
     def table(name: str) -> Any:
@@ -182,6 +201,7 @@ def create_app(
                 table("stm-windows"),
                 senders[MTM],
                 runner("stm", lambda raw, _: decode(PageInput, raw), by_root),
+                events,
             ),
         ),
         (
@@ -191,6 +211,7 @@ def create_app(
                 table("mtm-heat"),
                 senders[PERSONA],
                 runner("mtm", lambda raw, _: decode(MidTermInput, raw), by_root),
+                events,
             ),
         ),
         (
@@ -200,11 +221,26 @@ def create_app(
                 senders[MTM],
                 runner("persona", lambda raw, _: decode(PersonaInput, raw), by_root),
                 journal,
+                events,
             ),
         ),
     ]
     for topic, stage in stages:
         _attach(app, topics[topic], stage, settings)
+    if settings.webhook_list:
+        # its own failures are dead-lettered without a memory.dead_lettered: a webhook that
+        # takes every type would otherwise be sent the news of its own failure, and fail again
+        webhooks = WebhookStage(
+            settings.webhook_list,
+            poster or HttpPoster(),
+            runner("webhooks", lambda raw, _: decode(MemoryEvent, raw), _subject, False),
+            settings,
+            deps.metrics,
+            deps.clock,
+            outbox,
+            _acknowledge,
+        )
+        _attach_webhooks(app, topics[EVENTS], webhooks, settings)
     journaled = journal is not None and not isinstance(journal, NoJournal)
     return MemoryApp(app, topics, settings, senders, await_delivery=not journaled)
 
@@ -256,6 +292,37 @@ def _attach(app: faust.App, channel: Any, stage: Stage, settings: Settings) -> N
 
     agent.__name__ = agent.__qualname__ = f"memoryos_{stage.stage}"
     app.agent(channel, name=f"memoryos.{stage.stage}")(agent)
+
+
+def _attach_webhooks(app: faust.App, channel: Any, stage: WebhookStage, settings: Settings) -> None:
+    """The webhooks' deliveries as one agent over memoryos.events: an event's deliveries
+    queue per webhook and user, and it is acknowledged when the last of them ends."""
+
+    async def agent(stream: Any) -> None:
+        dispatcher: KeyedDispatcher[Any] = KeyedDispatcher(settings.max_pending_events)
+        try:
+            async for events in stream.take_events(
+                settings.batch_size, within=settings.batch_timeout_s
+            ):
+                for event in events:
+                    event.message.incref()
+                items = await stage.prepare(events)
+                prepared = {id(item.source.event) for item in items}
+                for event in events:
+                    if id(event) not in prepared:  # dead-lettered while decoding
+                        event.ack()
+                for item in items:
+                    await stage.submit(dispatcher, item)
+        finally:
+            await dispatcher.close()
+            await stage.poster.close()
+
+    agent.__name__ = agent.__qualname__ = "memoryos_webhooks"
+    app.agent(channel, name="memoryos.webhooks")(agent)
+
+
+def _subject(event: MemoryEvent) -> str:
+    return event.subject
 
 
 def _acknowledge(item: Consumed[Any]) -> None:

@@ -184,10 +184,22 @@ def build_parser() -> argparse.ArgumentParser:
     dlq.add_argument("action", choices=["list", "replay"], help="list them, or send them back")
     dlq.add_argument(
         "--reason",
-        help="only this reason: invalid, permanent, bug, exhausted, too_large, forgotten",
+        help="only this reason: invalid, permanent, bug, exhausted, too_large, forgotten, webhook",
     )
     _stack_flags(dlq, http=False)
     dlq.set_defaults(handler=_lazy("streams.commands.dlq"))
+
+    events = _command(sub, "events", HELP["events"])
+    events_sub = events.add_subparsers(dest="action", required=True, metavar="ACTION")
+    tail = _command(events_sub, "tail", HELP["events tail"])
+    tail.add_argument("--user", metavar="ID", help="only this user's events")
+    tail.add_argument("--type", action="append", metavar="T", help="only this type (repeatable)")
+    tail.add_argument(
+        "--from-beginning", action="store_true", help="what the topic still holds, then new ones"
+    )
+    tail.add_argument("--max", type=int, metavar="N", help="stop after N events")
+    _stack_flags(tail, http=False)
+    tail.set_defaults(handler=_lazy("streams.commands.events"))
 
     evaluate = _command(sub, "eval", HELP["eval"])
     eval_sub = evaluate.add_subparsers(dest="dataset", required=True, metavar="DATASET")

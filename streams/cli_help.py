@@ -16,6 +16,8 @@ HELP = {
     "serve": "run only the HTTP API, stateless (production; needs --broker)",
     "mcp": "serve the memory to MCP clients over stdio or HTTP",
     "dlq": "list the records that failed, or send them back to be processed again",
+    "events": "the stream of memory changes (memoryos.events)",
+    "events tail": "print memory changes as they happen, one CloudEvent per line",
     "keys": "make, list and revoke tenants' API keys",
     "export": "write a tenant's memory (or one user's) to stdout as NDJSON",
     "import": "load a memory export into the running service",

@@ -29,14 +29,18 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+import orjson
+
+from adapters.events_out import NoOutbox, Outbox
 from adapters.journal import Entry, Journal
 from adapters.keyring import Keyring
 from adapters.metrics import Metrics
 from adapters.ports import PERSONAS, Clock, SystemClock
 from adapters.repository import HEAT_DOC, PAIRING_DOC, MemoryRepository
 from schemas.codec import dumps
+from schemas.events import EventType
 from schemas.records import EvictedPage, ForgetUser, PairingTick, Resume
-from schemas.topics import MESSAGES, MTM, PERSONA, TURNS, user_key
+from schemas.topics import EVENTS, MESSAGES, MTM, PERSONA, TURNS, user_key
 
 log = logging.getLogger(__name__)
 Send = Callable[[str, bytes, bytes], Awaitable[None]]
@@ -53,6 +57,7 @@ class Owed:
     messages: int = 0
     ticks: int = 0
     fact_edits: int = 0
+    events: int = 0
 
 
 @dataclass
@@ -73,6 +78,7 @@ class Reconciler:
     # a user whose tenant has spent its LLM tokens of the day: their work waits in the stages
     # already, and a copy sent again would wait beside it (and be charged again next day)
     paused: Callable[[str], bool] = field(default=lambda _: False)
+    outbox: Outbox = field(default_factory=NoOutbox)  # events the webhooks have not had
     _seen: set[str] = field(default_factory=set)
     # the newest journal seqs the last pass read (turns, messages): the stack's catch-up
     # sends what was journaled after them
@@ -93,8 +99,25 @@ class Reconciler:
             for user_id in await self.repo.users_with_doc(HEAT_DOC):
                 await self.send(MTM, user_key(user_id), dumps(Resume(user_id=user_id)))
                 owed.resumed += 1
+            owed.events = await self._send_kept_events()
         log.info("reconciled at start: %s", owed)
         return owed
+
+    async def _send_kept_events(self) -> int:
+        """The outbox's events again, in order, with their ids: the broker lost its copies.
+        A user's forgotten event waits while the DELETE is open: the stage sends it when
+        the DELETE's marker (sent again above) completes."""
+        sent, after = 0, 0
+        while entries := await self.outbox.pending(limit=JOURNAL_READ, after=after):
+            for entry in entries:
+                after = entry.seq
+                if orjson.loads(entry.value).get("type") == EventType.USER_FORGOTTEN:
+                    stone = await self.repo.tombstone(entry.user_id)
+                    if stone is not None and stone[1]:
+                        continue
+                await self.send(EVENTS, user_key(entry.user_id), entry.value)
+                sent += 1
+        return sent
 
     async def run_pass(self, everything: bool = False) -> Owed:
         async with self.lock:

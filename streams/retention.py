@@ -27,7 +27,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from adapters.settings import Settings
-from schemas.topics import DLQ, MESSAGES, MTM, PAGES, PERSONA, TURNS
+from schemas.topics import DLQ, EVENTS, MESSAGES, MTM, PAGES, PERSONA, TURNS
 from streams.kafka_security import kafka_client_options
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,7 @@ def topic_configs(settings: Settings) -> dict[str, TopicConfig]:
         MTM: stage,
         PERSONA: stage,
         DLQ: deleting(settings, settings.dlq_retention_s),
+        EVENTS: stage,  # ids and counts; the user's words only if the events include text
     }
     for table in TABLES:
         configs[changelog_topic(settings.app_id, table)] = compacted(settings)

@@ -21,6 +21,7 @@ from adapters.api_keys import ApiKeys
 from adapters.deps import Deps
 from adapters.disk_space import DiskGuard, NoGuard, disk_guard
 from adapters.embedders.batching import MicroBatchingEmbedder
+from adapters.events_out import NoOutbox, Outbox, open_outbox
 from adapters.journal import Entry, Journal, NoJournal, open_journal
 from adapters.native_memory import limit_arenas, release_forever
 from adapters.settings import LOOPBACK, Settings
@@ -153,6 +154,7 @@ class Stack:
         self._kafka_sink: KafkaSink | None = None
         self._reconcile_task: asyncio.Task[None] | None = None
         self.journal: Journal = NoJournal()
+        self.outbox: Outbox = NoOutbox()
         self.disk: DiskGuard | NoGuard = NoGuard()
         self._http_socket: socket.socket | None = None
         self.reconciler: Reconciler | None = None
@@ -185,6 +187,7 @@ class Stack:
             self._http_socket = bind_http(settings.host, settings.port)
         # before the broker and the model: a journal that cannot open fails the start at once
         self.journal = open_journal(settings, embedded=not settings.broker_url)
+        self.outbox = open_outbox(settings, embedded=not settings.broker_url)
         if settings.broker_url:  # before the model: a wrong address fails in seconds
             await reach_kafka(self.broker_url.removeprefix("kafka://"), settings)
         self._tracing = tracing.setup(settings, self.role)
@@ -271,7 +274,12 @@ class Stack:
         if self.service is not None and self.gate is not None and self.gate.journaled:
             write_turns = self.service.write_turns
         self.memory_app = create_app(
-            settings, self.deps, self.broker_url, journal=self.journal, write_turns=write_turns
+            settings,
+            self.deps,
+            self.broker_url,
+            journal=self.journal,
+            write_turns=write_turns,
+            outbox=self.outbox,
         )
         await self.memory_app.app.start()
         self.reconciler = Reconciler(
@@ -284,6 +292,7 @@ class Stack:
             keyring=self.deps.keyring,
             metrics=self.deps.metrics,
             paused=_spent(self.deps.budget),
+            outbox=self.outbox,
         )
         await self.reconciler.start()
         self.lag = LagProbe(
@@ -527,6 +536,7 @@ class Stack:
             if self.deps is not None and self._owns_deps:
                 await self._bounded("ports", close_deps(self.deps))
             self.journal.close()
+            self.outbox.close()
         finally:
             if self._http_socket is not None:
                 self._http_socket.close()

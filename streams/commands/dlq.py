@@ -1,7 +1,8 @@
 """`memoryos dlq list` and `memoryos dlq replay`: what was dead-lettered, and sending it back.
 
 A dead letter keeps the original record and, in headers, the stage, the reason (``error``:
-invalid, permanent, bug, exhausted, too_large), the message and where it came from. Replay
+invalid, permanent, bug, exhausted, too_large, webhook), the message and where it came from;
+a webhook's failure also names the webhook, and its replay is delivered to that one only. Replay
 sends the original bytes back to their source topic with their key; every stage is
 idempotent, so replaying twice is harmless. ``too_large`` records are references, not the
 record, and are never replayed.
@@ -19,6 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from adapters.keyring import describe_sealed, is_sealed
 from adapters.settings import Settings
+from agents.webhooks import WEBHOOK_HEADER
 from schemas.topics import DLQ
 from streams.kafka_security import kafka_client_options
 
@@ -100,7 +102,10 @@ async def replay(bootstrap: str, settings: Settings, letters: list[DeadLetter]) 
             if letter.reason in ("too_large", "forgotten") or not topic:
                 skipped += 1
                 continue
-            await producer.send_and_wait(topic, letter.value, key=letter.key)
+            # a webhook's failure goes back to that webhook only (agents/webhooks.py)
+            webhook = letter.headers.get(WEBHOOK_HEADER)
+            headers = [(WEBHOOK_HEADER, webhook.encode())] if webhook else None
+            await producer.send_and_wait(topic, letter.value, key=letter.key, headers=headers)
             replayed += 1
     finally:
         await producer.stop()

@@ -8,7 +8,7 @@ import pytest
 
 from schemas.codec import decode, dumps
 from schemas.errors import InvalidEvent
-from schemas.export import SCHEMA_PATH, turn_schema_json
+from schemas.export import EVENT_SCHEMA_PATH, SCHEMA_PATH, event_schema_json, turn_schema_json
 from schemas.turn import MAX_META_BYTES, MAX_TEXT_CHARS, TurnEvent
 from tests.support.builders import turn_json
 
@@ -121,3 +121,9 @@ def test_a_user_reference_names_each_user_once() -> None:
     assert TurnEvent(user_id="bob", **fields).user_id == "bob"
     with pytest.raises(pydantic.ValidationError, match="without a tenant prefix"):
         TurnEvent(user_id="default/bob", **fields)
+
+
+def test_the_event_schema_file_is_made_from_the_model() -> None:
+    assert EVENT_SCHEMA_PATH.read_bytes() == event_schema_json(), (
+        "schemas/event.schema.json is stale: run `python -m schemas.export`"
+    )

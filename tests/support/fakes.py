@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import orjson
+
 from adapters import tracing
 from adapters.deps import Deps
+from adapters.events_out import EventOut, NoOutbox
 from adapters.history import DeadLetterNotes
 from adapters.journal import Journal
 from adapters.metrics import Metrics
@@ -40,7 +43,7 @@ from memory.text import tokenize as tokens
 from schemas.codec import decode, decode_message_input, decode_turn_input
 from schemas.facts import PersonaInput
 from schemas.records import MidTermInput, Page, PageInput, Trait
-from schemas.topics import DLQ, MESSAGES, MTM, PAGES, PERSONA, TURNS
+from schemas.topics import DLQ, EVENTS, MESSAGES, MTM, PAGES, PERSONA, TURNS
 
 Hook = Callable[[str], Awaitable[None]]
 
@@ -189,6 +192,8 @@ class Pipeline:
         self.offsets: dict[str, int] = defaultdict(int)
         self.tables: dict[str, dict[str, Any]] = defaultdict(dict)
         self.policy = policy or default_policy(2, base_delay_s=0.0)
+        # memoryos.events, as the app sends them (no outbox: the fake topics do not crash)
+        self.events = EventOut(self._send(EVENTS), NoOutbox(), deps.metrics)
         self.stages = self._build()
 
     def _send(self, topic: str) -> Callable[..., Awaitable[None]]:
@@ -205,7 +210,9 @@ class Pipeline:
     def _runner(self, stage: str, decoder: Any, user_of: Any) -> BatchRunner[Any]:
         notes = DeadLetterNotes(self.deps.repo, self.deps.clock)
         keyring = self.deps.keyring
-        sink = DeadLetterSink(stage, self._send(DLQ), self.deps.metrics, notes, keyring)
+        sink = DeadLetterSink(
+            stage, self._send(DLQ), self.deps.metrics, notes, keyring, self.events, self.deps.clock
+        )
         return BatchRunner(stage, decoder, user_of, sink, self.deps.metrics, self.policy, keyring)
 
     def _build(self) -> dict[str, Any]:
@@ -233,18 +240,21 @@ class Pipeline:
                 self.tables["stm"],
                 self._send(MTM),
                 self._runner("stm", lambda raw, _: decode(PageInput, raw), by_root),
+                self.events,
             ),
             MTM: MidTermAgent(
                 deps,
                 self.tables["mtm"],
                 self._send(PERSONA),
                 self._runner("mtm", lambda raw, _: decode(MidTermInput, raw), by_root),
+                self.events,
             ),
             PERSONA: PersonaAgent(
                 deps,
                 self._send(MTM),
                 self._runner("persona", lambda raw, _: decode(PersonaInput, raw), by_root),
                 self.journal,
+                self.events,
             ),
         }
 
@@ -288,6 +298,11 @@ class Pipeline:
 
     def dead_letters(self) -> list[Sent]:
         return self.topics[DLQ]
+
+    def memory_events(self, user: str | None = None) -> list[dict[str, Any]]:
+        """What went out on memoryos.events (for ``user``), in order."""
+        sent = [orjson.loads(s.value) for s in self.topics[EVENTS]]
+        return [e for e in sent if user is None or e["subject"] == user]
 
 
 async def gate() -> tuple[asyncio.Event, Hook]:

@@ -1,0 +1,174 @@
+"""Where the stages put their CloudEvents: an outbox on disk first (the embedded stack, when
+webhooks are set), then ``memoryos.events``.
+
+The embedded broker keeps records in memory only, so an event a webhook has not had yet must be
+on disk in something we own, as an accepted turn is (adapters/journal.py): SQLite in WAL mode,
+``synchronous=FULL``. An event stays there until every webhook that wants it has it (or its
+failure is dead-lettered); the reconciler's start pass sends what is left again, with the same
+ids. A stage keeps an event before it writes the change the event describes, so a crash in
+between leaves the event and the work owed, never the change without its event. With a real
+Kafka the topic is durable and ``NoOutbox`` is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import orjson
+
+from adapters.deps import Send
+from adapters.journal import Entry
+from adapters.metrics import Metrics
+from adapters.settings import Settings
+from schemas.errors import JournalError
+from schemas.events import MemoryEvent
+from schemas.topics import user_key
+
+
+class Outbox(Protocol):
+    async def keep(self, rows: Sequence[tuple[str, str, bytes]]) -> None:
+        """(event id, user id, value): an id kept already is not kept twice."""
+        ...
+
+    async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
+        """Kept and not settled, oldest first; ``page_id`` holds the event id."""
+        ...
+
+    async def settle(self, event_ids: Sequence[str]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NoOutbox:
+    async def keep(self, rows: Sequence[tuple[str, str, bytes]]) -> None:
+        return None
+
+    async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
+        return []
+
+    async def settle(self, event_ids: Sequence[str]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL UNIQUE,
+    user_id TEXT NOT NULL,
+    value BLOB NOT NULL
+);
+"""
+
+
+class SqliteOutbox:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise JournalError(
+                f"the event outbox {path} cannot be opened ({exc}); it holds events not yet "
+                "delivered to the webhooks: keep a copy, then move it aside to start without it"
+            ) from None
+
+    async def keep(self, rows: Sequence[tuple[str, str, bytes]]) -> None:
+        sql = "INSERT OR IGNORE INTO outbox (event_id, user_id, value) VALUES (?, ?, ?)"
+        await self._run(sql, list(rows))
+
+    async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
+        def read() -> list[Entry]:
+            sql = "SELECT seq, user_id, event_id, value FROM outbox WHERE seq > ? ORDER BY seq"
+            with self._lock:
+                rows = self._db.execute(f"{sql} LIMIT ?", (after, limit))
+                return [Entry(int(s), str(u), str(e), bytes(v)) for s, u, e, v in rows]
+
+        return await asyncio.to_thread(read)
+
+    async def settle(self, event_ids: Sequence[str]) -> None:
+        await self._run("DELETE FROM outbox WHERE event_id = ?", [(e,) for e in event_ids])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    async def _run(self, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
+        if not rows:
+            return
+
+        def write() -> None:
+            with self._lock:
+                try:
+                    with self._db:  # one transaction, committed (and fsynced) on exit
+                        self._db.executemany(sql, rows)
+                except sqlite3.Error as exc:
+                    raise JournalError(f"the event outbox {self.path} failed: {exc}") from exc
+
+        await asyncio.to_thread(write)
+
+
+def open_outbox(settings: Settings, embedded: bool) -> Outbox:
+    """On disk when the broker keeps nothing and a webhook waits for the events."""
+    if embedded and settings.webhook_list:
+        return SqliteOutbox(settings.data_dir / "events.sqlite3")
+    return NoOutbox()
+
+
+def encode(event: MemoryEvent) -> bytes:
+    return orjson.dumps(event.model_dump(mode="json"))
+
+
+class EventOut:
+    """``emit``: kept, then sent. ``keep`` and ``publish`` apart: for an event that must not
+    reach a consumer before the change it announces is complete (a user forgotten)."""
+
+    def __init__(
+        self, send: Send, outbox: Outbox, metrics: Metrics, include_text: bool = False
+    ) -> None:
+        self._send = send
+        self.outbox = outbox
+        self._metrics = metrics
+        self._include_text = include_text
+
+    def _encoded(self, events: Sequence[MemoryEvent]) -> list[tuple[MemoryEvent, bytes]]:
+        shown = events if self._include_text else [event.without_text() for event in events]
+        return [(event, encode(event)) for event in shown]
+
+    async def keep(self, events: Sequence[MemoryEvent]) -> None:
+        rows = [(event.id, event.subject, value) for event, value in self._encoded(events)]
+        await self.outbox.keep(rows)
+
+    async def publish(self, events: Sequence[MemoryEvent]) -> None:
+        for event, value in self._encoded(events):
+            await self._send(key=user_key(event.subject), value=value)
+            self._metrics.events_out.labels(type=event.type.value).inc()
+
+    async def emit(self, events: Sequence[MemoryEvent]) -> None:
+        if events:
+            await self.keep(events)
+            await self.publish(events)
+
+
+class NoEvents(EventOut):
+    """For a stage built without the app (unit tests of one stage)."""
+
+    def __init__(self) -> None:
+        pass
+
+    async def keep(self, events: Sequence[MemoryEvent]) -> None:
+        return None
+
+    async def publish(self, events: Sequence[MemoryEvent]) -> None:
+        return None

@@ -1,0 +1,169 @@
+"""Webhooks stage: memoryos.events -> a signed POST to each webhook that wants the event's type.
+
+Each webhook has one queue per user: a user's events reach a webhook in order, and a receiver
+that is slow or down holds back only its own deliveries, up to ``max_pending_events`` accepted
+and not finished in all (then the consumer waits, as every stage does). An event is finished,
+and its offset may be committed, when every webhook that wants it has it or has its failure
+dead-lettered.
+
+Standard Webhooks: ``webhook-id`` is the event's id (stable across replays: receivers
+de-duplicate on it), ``webhook-timestamp`` the attempt's time, ``webhook-signature`` ``v1,`` and
+the base64 HMAC-SHA256 of ``id.timestamp.body`` with the webhook's secret. A 2xx delivers; a
+5xx, 408, 429, a timeout or a failed connection is tried again with backoff; any other answer
+(a redirect included: it is not followed) is a refusal, dead-lettered at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from adapters import tracing
+from adapters.events_out import Outbox, encode
+from adapters.keyring import is_sealed
+from adapters.metrics import Metrics
+from adapters.ports import Clock
+from adapters.settings import Settings
+from adapters.webhook_http import Poster
+from agents.runtime import BatchRunner, Consumed, KeyedDispatcher
+from schemas.events import MemoryEvent
+from schemas.webhooks import Webhook, signature
+
+log = logging.getLogger(__name__)
+RETRIED_STATUS = frozenset({408, 429})
+MAX_BACKOFF_S = 3600.0
+BACKOFF_FACTOR = 4.0
+WEBHOOK_HEADER = "webhook"  # a dead letter's webhook: its replay is delivered there only
+CONTENT_TYPE = "application/cloudevents+json"  # CloudEvents' structured mode over HTTP
+
+Done = Callable[[Consumed[Any]], None]
+
+
+class WebhookStage:
+    stage = "webhooks"
+
+    def __init__(
+        self,
+        hooks: Sequence[Webhook],
+        poster: Poster,
+        runner: BatchRunner[MemoryEvent],
+        settings: Settings,
+        metrics: Metrics,
+        clock: Clock,
+        outbox: Outbox,
+        done: Done,
+    ) -> None:
+        """``done``: acknowledges a finished record (its offset may then be committed)."""
+        self.hooks = list(hooks)
+        self.poster = poster
+        self.runner = runner
+        self.settings = settings
+        self.metrics = metrics
+        self.clock = clock
+        self.outbox = outbox
+        self.done = done
+
+    async def prepare(self, events: Sequence[Any]) -> list[Consumed[MemoryEvent]]:
+        return await self.runner.decode_batch(events)
+
+    async def submit(
+        self, dispatcher: KeyedDispatcher[Callable[[], Awaitable[None]]], item: Consumed[Any]
+    ) -> None:
+        """Queue the event's deliveries; ``finish`` runs once the last of them ends."""
+        event: MemoryEvent = item.record
+        only = _header(item.source.headers, WEBHOOK_HEADER)
+        wanted = [
+            (index, hook)
+            for index, hook in enumerate(self.hooks)
+            if hook.wants(event.type) and (only is None or hook.url == only)
+        ]
+        owed = [len(wanted)]
+        if not wanted:
+            await self.finish(item)
+            return
+        raw = item.source.raw
+        body = encode(event) if is_sealed(raw) else raw  # a replayed dead letter is sealed
+
+        def delivery(hook: Webhook) -> Callable[[], Awaitable[None]]:
+            async def deliver() -> None:
+                try:
+                    await self.deliver(hook, event, body, item)
+                finally:
+                    owed[0] -= 1
+                    if owed[0] == 0:
+                        await self.finish(item)
+
+            return deliver
+
+        for index, hook in wanted:
+            await dispatcher.submit(f"{index}/{event.subject}", delivery(hook))
+
+    async def finish(self, item: Consumed[Any]) -> None:
+        """Settled in the outbox, then acknowledged. A settle that fails leaves the event to
+        be sent again after a restart, with its id: a duplicate a receiver drops."""
+        try:
+            await self.outbox.settle([item.record.id])
+        except Exception as exc:
+            log.warning("the outbox did not settle event %s (%r)", item.record.id, exc)
+        self.done(item)
+
+    async def deliver(
+        self, hook: Webhook, event: MemoryEvent, body: bytes, item: Consumed[Any]
+    ) -> None:
+        settings, name = self.settings, hook.name
+        why, attempt = "", 0
+        for attempt in range(1, settings.webhook_attempts + 1):
+            status, why = await self._attempt(hook, event.id, body)
+            if status is not None and 200 <= status < 300:
+                self.metrics.webhook_deliveries.labels(webhook=name, outcome="delivered").inc()
+                return
+            if status is not None and status < 500 and status not in RETRIED_STATUS:
+                why += " (a redirect is not followed)" if 300 <= status < 400 else ""
+                break  # a refusal: the same request would be refused again
+            if attempt < settings.webhook_attempts:
+                self.metrics.webhook_deliveries.labels(webhook=name, outcome="retried").inc()
+                delay = settings.webhook_backoff_s * BACKOFF_FACTOR ** (attempt - 1)
+                await asyncio.sleep(min(delay, MAX_BACKOFF_S))
+        self.metrics.webhook_deliveries.labels(webhook=name, outcome="dead_letter").inc()
+        await self.runner.dead_letters.send(
+            item.source,
+            "webhook",
+            f"{name}: {why}",
+            attempt,
+            extra_headers={WEBHOOK_HEADER: hook.url.encode()},
+        )
+
+    async def _attempt(self, hook: Webhook, msg_id: str, body: bytes) -> tuple[int | None, str]:
+        """(status or None, what happened): never raises but on cancellation."""
+        at = int(self.clock.now())
+        headers = {
+            "content-type": CONTENT_TYPE,
+            "user-agent": "memoryos-webhooks",
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(at),
+            "webhook-signature": signature(hook.key, msg_id, at, body),
+        }
+        started = time.perf_counter()
+        try:
+            status = await self.poster.post(
+                hook.url, body, headers, self.settings.webhook_timeout_s
+            )
+            return status, f"HTTP {status}"
+        except TimeoutError:
+            return None, f"no answer within {self.settings.webhook_timeout_s} s"
+        except Exception as exc:
+            return None, f"{type(exc).__name__}: {exc}"[:500]
+        finally:
+            elapsed = time.perf_counter() - started
+            self.metrics.webhook_seconds.labels(webhook=hook.name).observe(elapsed)
+
+
+def _header(headers: tracing.Headers, name: str) -> str | None:
+    items = headers.items() if isinstance(headers, Mapping) else (headers or ())
+    for key, value in items:
+        if key == name:
+            return bytes(value).decode("utf-8", "replace")
+    return None
