@@ -3,14 +3,15 @@
 answers (until the receiver stops), ``/picky`` never answers for user ann's events and 204 for
 the others, ``/redirect`` redirects to itself, ``/huge`` answers 200
 and then trickles a body of 64 MiB, ``/gone`` answers 410, ``/slow`` answers 204 after
-``slow_s`` seconds."""
+``slow_s`` seconds. ``probe``, if given, is called with each event ``/ok`` receives before it
+answers (what the receiver could see at that moment), and its result kept by webhook-id."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,9 +40,14 @@ class Received:
         return self.headers["webhook-id"]
 
 
+Probe = Callable[[dict[str, Any]], Any]
+
+
 class Receiver:
-    def __init__(self, slow_s: float = 0.0) -> None:
+    def __init__(self, slow_s: float = 0.0, probe: Probe | None = None) -> None:
         self.slow_s = slow_s
+        self.probe = probe
+        self.probed: dict[str, Any] = {}
         self.received: list[Received] = []  # answered 2xx
         self.attempts: Counter[tuple[str, str]] = Counter()  # (path, webhook-id) -> attempts
         self.lock = threading.Lock()
@@ -105,6 +111,10 @@ class Receiver:
             return
         if path == "/slow":
             time.sleep(self.slow_s)
+        if path == "/ok" and self.probe is not None:
+            seen = self.probe(orjson.loads(body))
+            with self.lock:
+                self.probed[headers.get("webhook-id", "")] = seen
         self._record(path, headers, body)
         self._status(handler, 204)
 
@@ -132,8 +142,8 @@ def verified(received: Received, secret: str = SECRET) -> dict[str, Any]:
 
 
 @contextmanager
-def receiving(slow_s: float = 0.0) -> Iterator[Receiver]:
-    receiver = Receiver(slow_s)
+def receiving(slow_s: float = 0.0, probe: Probe | None = None) -> Iterator[Receiver]:
+    receiver = Receiver(slow_s, probe)
     receiver.thread.start()
     try:
         yield receiver
