@@ -29,7 +29,7 @@ from schemas.events import MemoryEvent
 from schemas.records import ChainLink, Page
 from schemas.topics import EVENTS, user_key
 from tests.support.fakes import FakeEvent, Sent
-from tests.support.receiver import FLAKY_FAILURES, receiving, verified
+from tests.support.receiver import FLAKY_FAILURES, SECRET, receiving, verified
 
 pytestmark = pytest.mark.asyncio
 
@@ -298,3 +298,27 @@ async def test_a_replayed_dead_letter_goes_to_its_webhook_only(tmp_path: Path) -
             await harness.close()
         assert receiver.at("/ok") == []
         assert [r.webhook_id for r in receiver.at("/slow")] == [event.id]
+
+
+async def test_the_verification_in_docs_api_accepts_our_requests_and_refuses_forgeries(
+    tmp_path: Path,
+) -> None:
+    """The few lines of Python docs/api.md gives a receiver, run as written."""
+    docs = (Path(__file__).parents[2] / "docs" / "api.md").read_text()
+    code = next(b for b in docs.split("```python\n")[1:] if "def verify(" in b).split("```")[0]
+    scope: dict[str, Any] = {}
+    exec(compile(code, "docs/api.md", "exec"), scope)
+    verify = scope["verify"]
+    with receiving() as receiver:
+        harness = Harness([receiver.hook("/ok")], tmp_path)
+        try:
+            await harness.feed([page_event("ann", 1)])
+            await harness.finished()
+        finally:
+            await harness.close()
+        (received,) = receiver.at("/ok")
+    assert verify(SECRET, received.headers, received.body)
+    assert not verify(SECRET, received.headers, received.body + b" ")
+    assert not verify("whsec_" + "A" * 32, received.headers, received.body)
+    stale = {**received.headers, "webhook-timestamp": "1000000000"}
+    assert not verify(SECRET, stale, received.body)

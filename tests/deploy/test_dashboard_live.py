@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
@@ -26,6 +27,7 @@ from evaluation.fake_openai import FakeOpenAI, Fault
 from schemas.topics import TURNS
 from tests.support.deploy import DEPLOY, load_dashboard, load_yaml, panels
 from tests.support.prometheus import LivePrometheus
+from tests.support.receiver import receiving
 from tests.support.stacks import UpProcess, eventually
 
 RULES = DEPLOY / "prometheus" / "alerts.yml"
@@ -203,21 +205,24 @@ async def exercise(up: UpProcess, fake: FakeOpenAI, prometheus: LivePrometheus) 
 async def running(
     tmp_path: Path, fake: FakeOpenAI
 ) -> AsyncIterator[tuple[UpProcess, LivePrometheus]]:
-    """`memoryos up` and a Prometheus scraping it, both ready."""
-    up = UpProcess(tmp_path / "data", **openai_env(fake))
-    # `memoryos up` is a worker and the service in one process: scraped once, as `service`.
-    prometheus = LivePrometheus(tmp_path / "prometheus", f"127.0.0.1:{up.port}", "service", [RULES])
-    # First, and not in a fixture: without the binary the test fails (not errors) at once.
-    prometheus.start()
-    try:
-        up.start()
-        await prometheus.wait_ready()
-        await up.wait_ready()
-        yield up, prometheus
-    finally:
-        prometheus.stop()
-        if up.process is not None:
-            up.terminate()
+    """`memoryos up` and a Prometheus scraping it, both ready; a webhook receives its events."""
+    with receiving() as receiver:
+        hooks = orjson.dumps([receiver.hook("/ok")]).decode()
+        up = UpProcess(tmp_path / "data", **openai_env(fake), MEMORYOS_WEBHOOKS=hooks)
+        # `memoryos up` is a worker and the service in one process: scraped once, as `service`.
+        target = f"127.0.0.1:{up.port}"
+        prometheus = LivePrometheus(tmp_path / "prometheus", target, "service", [RULES])
+        # First, and not in a fixture: without the binary the test fails (not errors) at once.
+        prometheus.start()
+        try:
+            up.start()
+            await prometheus.wait_ready()
+            await up.wait_ready()
+            yield up, prometheus
+        finally:
+            prometheus.stop()
+            if up.process is not None:
+                up.terminate()
 
 
 async def queries_without_data(prometheus: LivePrometheus, window: str) -> dict[str, str]:
