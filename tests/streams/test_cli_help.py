@@ -16,7 +16,7 @@ from streams.cli_help import EXAMPLE_TURN, HELP
 from tests.support.paths import ROOT
 
 USAGE = (ROOT / "docs" / "usage.md").read_text()
-GROUPS = {"eval"}  # commands that only hold subcommands: their subcommands have the rows
+GROUPS = {"eval", "events"}  # commands that only hold subcommands: their subcommands have the rows
 
 
 def commands(

@@ -11,7 +11,7 @@ from adapters import native_memory
 from adapters.process_stats import rss_bytes
 from adapters.settings import Settings
 from schemas.errors import BrokerError
-from schemas.topics import DLQ, MESSAGES, MTM, PIPELINE_TOPICS, TURNS
+from schemas.topics import DLQ, EVENTS, MESSAGES, MTM, PIPELINE_TOPICS, TURNS
 from streams.retention import TABLES, changelog_topic, topic_configs
 from streams.roll import BrokerWatch, GatedSink
 
@@ -20,7 +20,7 @@ def test_every_topic_has_a_policy_and_turns_keep_text_briefly() -> None:
     settings = Settings(turns_retention_s=7200, stage_retention_s=86_400, topic_segment_s=3600)
     configs = topic_configs(settings)
     changelogs = {changelog_topic("memoryos", table) for table in TABLES}
-    assert set(configs) == {*PIPELINE_TOPICS, DLQ, *changelogs}
+    assert set(configs) == {*PIPELINE_TOPICS, DLQ, EVENTS, *changelogs}
     assert configs[TURNS] == {"cleanup.policy": "delete", "retention.ms": "7200000",
                               "segment.ms": "3600000"}  # fmt: skip
     assert configs[MTM]["retention.ms"] == "86400000"
