@@ -9,7 +9,7 @@ import pytest
 from adapters.llm import build_llm
 from adapters.llm.offline_answers import I_DONT_KNOW, NOTHING_REMEMBERED
 from adapters.llm.offline_llm import OfflineLLM
-from adapters.llm.offline_traits import TRAIT_CUES
+from adapters.llm.offline_traits import TRAIT_CUES, detect_traits, merge_traits
 from adapters.llm.traits import TRAIT_DIMENSIONS, TRAIT_GROUPS, canonical_dimension
 from adapters.ports import PromptMemory
 from adapters.settings import Settings
@@ -198,7 +198,7 @@ async def test_respond_in_the_chat_style_is_a_full_sentence_to_the_customer(
 
 def test_trait_tables_follow_the_appendix() -> None:
     assert [len(group) for group in TRAIT_GROUPS.values()] == [16, 8, 27]
-    assert set(TRAIT_CUES) <= set(TRAIT_DIMENSIONS)
+    assert set(TRAIT_CUES) == set(TRAIT_DIMENSIONS), "every appendix dimension has cues"
     assert canonical_dimension("**safety**") == "Safety (Harmlessness)"
     assert canonical_dimension("Self Actualization Needs") == "Self-Actualization Needs"
     assert canonical_dimension("Curiosity") is None
@@ -225,3 +225,42 @@ async def test_user_knowledge_keeps_statements_not_chit_chat(said: str, facts: l
     """What a customer states of themselves, also at the head of a question; not what they
     are about to do in this chat."""
     assert await OfflineLLM(announce=False).user_knowledge(f"User: {said}") == facts
+
+
+@pytest.mark.parametrize(
+    ("said", "dimension", "level"),
+    [
+        ("I don't like travel at all.", "Travel Interest", "Low"),
+        ("I'm not a fan of football.", "Sports Interest", "Low"),
+        ("I love hiking, running and the gym every week.", "Sports Interest", "High"),
+        ("I'm an introvert, I prefer to stay home.", "Extraversion", "Low"),
+        ("No, I love parties with friends.", "Extraversion", "Medium"),
+        ("I'm not shy at all.", "Extraversion", "Medium"),
+        ("I always plan my week and keep a checklist.", "Conscientiousness", "Medium"),
+        ("I get anxious and stressed before flights.", "Neuroticism", "Medium"),
+        ("I'm usually calm and relaxed.", "Neuroticism", "Low"),
+        ("I like to decide things on my own, freedom matters.", "Independence Needs", "Medium"),
+        ("Please be honest, don't sugarcoat it.", "Honesty", "Medium"),
+        ("Keep it short and to the point.", "Conciseness", "Medium"),
+        ("Give me the simple version, nothing in-depth.", "Complexity", "Low"),
+        ("haha that is funny", "Sense of Humor", "Medium"),
+        ("I want practical, hands-on advice, not theory.", "Practicality", "High"),
+    ],
+)  # fmt: skip
+def test_offline_traits_read_every_group_and_say_low_when_the_user_does(
+    said: str, dimension: str, level: str
+) -> None:
+    """Personality and needs, AI alignment and interests; "Low" from what the user says (a
+    lowering cue, or a raising one negated), never from silence."""
+    found = detect_traits(said)
+    assert found[dimension].level == level, found
+
+
+def test_silence_is_not_evidence_and_a_said_low_replaces_a_counted_level() -> None:
+    assert detect_traits("The order number is 4521.") == {}
+    known = detect_traits("I love travel, every trip and every flight.")
+    assert known["Travel Interest"].level == "High"
+    quiet = merge_traits(known, detect_traits("I went on a trip."))
+    assert quiet["Travel Interest"].level == "High", "one mention does not lower it"
+    said = merge_traits(known, detect_traits("I don't like travel anymore."))
+    assert said["Travel Interest"].level == "Low"
