@@ -141,7 +141,7 @@ def _pattern(cues: str) -> re.Pattern[str] | None:
     words = [
         (re.escape(cue[:-1]) + r"\w*" if cue.endswith("*") else re.escape(cue) + "(?:e?s)?")
         .replace("_", r"\s+")
-        .replace("'", "['’]")
+        .replace("'", "['\u2019]")
         for cue in cues.split()
     ]
     return re.compile(r"\b(?:" + "|".join(words) + r")\b", re.IGNORECASE) if words else None
@@ -186,10 +186,6 @@ def merge_traits(known: Mapping[str, Trait], found: Mapping[str, Trait]) -> dict
     merged = dict(known)
     for dimension, trait in found.items():
         previous = merged.get(dimension)
-        if (
-            previous is None
-            or trait.level == "Low"
-            or _RANK[trait.level] >= _RANK[previous.level]
-        ):
+        if previous is None or trait.level == "Low" or _RANK[trait.level] >= _RANK[previous.level]:
             merged[dimension] = trait
     return merged
