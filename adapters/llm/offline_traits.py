@@ -131,8 +131,10 @@ HIGH_AT = 3  # raising mentions in one dialogue that make a dimension "High"
 _RANK = {"Low": 0, "Medium": 1, "High": 2}
 # Within a clause, a negator a few words before a raising cue turns it into a lowering one.
 _NEGATOR = re.compile(
-    r"\b(?:not|never|no|don't|dont|do not|doesn't|didn't|can't stand|hate|dislike|not a fan of"
-    r"|not into|isn't|aren't|wasn't|nor|nothing|without)\b(?:\W+\w+){0,2}\W*$",
+    (
+        r"\b(?:not|never|no|don't|dont|do not|doesn't|didn't|can't stand|hate|dislike"
+        r"|not a fan of|not into|isn't|aren't|wasn't|nor|nothing|without)\b(?:\W+\w+){0,2}\W*$"
+    ).replace("'", "['\u2019]"),  # "don't" typed or typeset
     re.IGNORECASE,
 )
 

@@ -231,6 +231,7 @@ async def test_user_knowledge_keeps_statements_not_chit_chat(said: str, facts: l
     ("said", "dimension", "level"),
     [
         ("I don't like travel at all.", "Travel Interest", "Low"),
+        ("I don\u2019t like travel at all.", "Travel Interest", "Low"),
         ("I'm not a fan of football.", "Sports Interest", "Low"),
         ("I love hiking, running and the gym every week.", "Sports Interest", "High"),
         ("I'm an introvert, I prefer to stay home.", "Extraversion", "Low"),
