@@ -51,3 +51,19 @@ async def test_ingest_load_places_every_turn_and_prints_its_rate(
     assert row["turns_per_s"] > 0
     # the embedder the store recorded (bench.json's ingest carries the same field)
     assert row["embedder"] in ("minilm:all-MiniLM-L6-v2:int8", "openai:text-embedding-3-small")
+
+
+def test_keyword_fade_switches_to_the_papers_keywords_and_back() -> None:
+    """The paper's way, while measured: every phrase kept, compared whole; then ours again."""
+    import memory.text
+    from memory.segments import merge_keywords
+    from tools.keyword_fade import paper_keywords
+
+    many = [f"topic {i}" for i in range(40)]
+    assert len(merge_keywords([], many)) == 24
+    assert memory.text.keyword_set(["trail shoes"]) == {"trail", "shoe"}
+    with paper_keywords():
+        assert len(merge_keywords([], many)) == 40
+        assert memory.text.keyword_set(["trail shoes"]) == {"trail shoes"}
+    assert len(merge_keywords([], many)) == 24
+    assert memory.text.keyword_set(["trail shoes"]) == {"trail", "shoe"}
