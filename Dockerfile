@@ -27,8 +27,8 @@ COPY memory ./memory
 COPY service ./service
 COPY adapters ./adapters
 COPY evaluation ./evaluation
-COPY client ./client
-RUN pip install . && pip check
+COPY clients/python ./clients/python
+RUN pip install ./clients/python && pip install . && pip check
 # MiniLM's ONNX graphs, exported (and checked against torch) once here instead of at each
 # container's first embedding: fp32 and int8 (a new store's default, MEMORYOS_MINILM_PRECISION
 # auto), so that neither needs a write at run time (the folder is root's; the containers run

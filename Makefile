@@ -13,8 +13,9 @@ $(BIN)/python:
 
 # torch first, pinned: on these machines it is a CPU build on local disk; left to the resolver,
 # sentence-transformers would pull a multi-GB CUDA build.
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml clients/python/pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e './clients/python[langchain]'
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 

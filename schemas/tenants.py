@@ -14,13 +14,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import get_args
+
+# the API's models hold these (one definition for the server and the Python client)
+from memoryos_client.models import TENANT_PATTERN as TENANT_PATTERN
+from memoryos_client.models import Scope as Scope
 
 DEFAULT_TENANT = "default"
-TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 SEPARATOR = "/"
 
-Scope = Literal["read", "write", "forget", "admin"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
 MIN_RATE, MAX_RATE = 0.001, 100_000.0
 _LIMIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*(\d+))?\s*$")

@@ -13,11 +13,11 @@ from fastapi.responses import StreamingResponse
 from adapters.export import FORMAT, header, import_lines, tenant_lines, tenant_refs
 from adapters.keyring import KEY_DOC
 from adapters.repository import MemoryRepository
+from memoryos_client.models import Imported, error_responses
 from schemas.errors import Forbidden, InvalidEvent
 from schemas.tenants import valid_tenant
 from schemas.turn import ID_PATTERN
 from service.auth import Admin
-from service.models import Imported, error_responses
 
 NDJSON = "application/x-ndjson"
 

@@ -14,28 +14,45 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Path, Query
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from memory.fact_book import KINDS, MAX_PINNED, current
 from memory.facts import add_id, book_from_persona
 from memory.persona import FactKind
+from memoryos_client.models import FactAccepted, FactHistory, FactList, error_responses
 from schemas.errors import Conflict, InvalidEvent, NotFound
-from schemas.facts import Fact, FactBook, FactEdit, FactKindName
+from schemas.facts import Fact, FactBook, FactEdit, FactKindName, FactText
 from schemas.profile import DEFAULT_ASSISTANT
 from service.auth import Reader, Writer
-from service.models import (
-    FactAccepted,
-    FactHistory,
-    FactIn,
-    FactList,
-    FactPatch,
-    error_responses,
-)
 from service.response import FORGETTING, ResponseService
 
 FactIdPath = Annotated[str, Path(pattern=r"^[0-9a-f-]{36}$", description="the fact's id")]
 UserIdPath = Annotated[str, Path(max_length=128)]
 READ = error_responses(401, 403, 404, 422, 429)
 WRITE = error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503)
+
+
+# Request bodies: validated here with the facts' own rules (schemas/facts.py).
+
+
+class FactIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: FactText
+    kind: FactKindName = "user_knowledge"
+    assistant_id: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
+        description="agent traits only: the assistant they describe (none: the default one)",
+    )
+    pinned: StrictBool | None = Field(
+        None, description="never superseded, never ages out; absent: as it is (new: false)"
+    )
+
+
+class FactPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: FactText | None = None
+    pinned: StrictBool | None = None
 
 
 def add_fact_routes(app: FastAPI, service: ResponseService) -> None:

@@ -31,6 +31,18 @@ from adapters import tracing
 from adapters.api_keys import ApiKeys
 from adapters.metrics import Metrics
 from adapters.settings import Settings
+from memoryos_client.models import (
+    AssistantProfile,
+    BatchAccepted,
+    Deleted,
+    HistoryResponse,
+    MemoryResponse,
+    RespondResponse,
+    RetrieveResponse,
+    TurnAccepted,
+    UserProfile,
+    error_responses,
+)
 from schemas.accept import Accepted, with_defaults
 from schemas.codec import describe
 from schemas.errors import (
@@ -57,18 +69,6 @@ from service.export_routes import add_export_routes
 from service.fact_routes import add_fact_routes
 from service.key_routes import add_key_routes
 from service.message_routes import add_message_routes
-from service.models import (
-    AssistantProfile,
-    BatchAccepted,
-    Deleted,
-    HistoryResponse,
-    MemoryResponse,
-    RespondResponse,
-    RetrieveResponse,
-    TurnAccepted,
-    UserProfile,
-    error_responses,
-)
 from service.openapi_docs import describe_operations
 from service.rate_limit import RateLimiter
 from service.response import ResponseService

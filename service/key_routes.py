@@ -11,10 +11,10 @@ from typing import Any
 from fastapi import FastAPI, Path, Request
 
 from adapters.api_keys import ApiKeys
+from memoryos_client.models import KeyCreated, KeyIn, KeyList, KeyOut, WhoAmI, error_responses
 from schemas.errors import Forbidden, InvalidEvent
 from schemas.tenants import Limit, parse_limit
 from service.auth import Admin, Gatekeeper, Principal
-from service.models import KeyCreated, KeyIn, KeyList, KeyOut, WhoAmI, error_responses
 
 ERRORS = error_responses(401, 403, 404, 422, 503)
 

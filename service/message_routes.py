@@ -13,12 +13,12 @@ from fastapi import Body, FastAPI
 from pydantic import ValidationError
 
 from memory.pairing import message_digest
+from memoryos_client.models import MessagesAccepted, error_responses
 from schemas.accept import Accepted, with_defaults
 from schemas.codec import describe, describe_all
 from schemas.errors import InvalidEvent
 from schemas.message import MessageEvent
 from service.auth import Principal, Writer
-from service.models import MessagesAccepted, error_responses
 from service.response import ResponseService
 
 MAX_ITEMS = 1000

@@ -14,10 +14,10 @@ from fastapi import FastAPI, Query
 
 from adapters.keyring import KEY_DOC
 from adapters.repository import MemoryRepository
+from memoryos_client.models import UserList, error_responses
 from schemas.tenants import tenant_of, user_of
 from schemas.turn import ID_PATTERN
 from service.auth import Admin
-from service.models import UserList, error_responses
 
 
 def add_user_routes(app: FastAPI, repo: MemoryRepository) -> None:

@@ -30,8 +30,8 @@ from aiokafka import AIOKafkaProducer
 
 from adapters.journal import Journal, NoJournal, open_journal
 from adapters.settings import Settings
-from client.aio import AsyncMemoryClient
-from client.errors import APIError, MemoryOSClientError
+from memoryos_client.aio import AsyncMemoryClient
+from memoryos_client.errors import APIError, MemoryOSClientError
 from schemas.accept import Accepted
 from schemas.codec import decode_accepted, dumps
 from schemas.errors import BrokerError, ConfigError, InvalidEvent

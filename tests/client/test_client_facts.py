@@ -14,8 +14,15 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from client import APIError, AsyncMemoryClient, Conflict, InvalidInput, MemoryClient, NotFoundError
-from service.models import FactAccepted, FactHistory, FactList
+from memoryos_client import (
+    APIError,
+    AsyncMemoryClient,
+    Conflict,
+    InvalidInput,
+    MemoryClient,
+    NotFoundError,
+)
+from memoryos_client.models import FactAccepted, FactHistory, FactList
 from tests.support.tenant_app import TenantApp, tenant_app
 
 FID = "3f2a6c1e-0b7d-5e4f-9a8b-1c2d3e4f5a6b"

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from client import AsyncMemoryClient, ConnectionFailed, InvalidInput, MemoryClient
 from evaluation.fake_openai import FakeOpenAI
+from memoryos_client import AsyncMemoryClient, ConnectionFailed, InvalidInput, MemoryClient
 from streams.broker import free_port
 from tests.support.paths import ROOT
 from tests.support.stacks import UpProcess, eventually

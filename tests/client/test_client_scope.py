@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from client import MemoryClient
+from memoryos_client import MemoryClient
 
 MEMORY = {"short_term": [], "mid_term": [], "user_profile": {}, "user_traits": {},
           "user_knowledge": [], "agent_traits": []}  # fmt: skip

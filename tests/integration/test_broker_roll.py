@@ -19,8 +19,8 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from client.aio import AsyncMemoryClient
 from memory.ids import message_turn_id
+from memoryos_client.aio import AsyncMemoryClient
 from schemas.codec import dumps
 from schemas.errors import BrokerError, Restarting
 from schemas.message import MessageEvent

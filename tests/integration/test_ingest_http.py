@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from client.aio import AsyncMemoryClient
+from memoryos_client.aio import AsyncMemoryClient
 from schemas.errors import ConfigError
 from streams.commands import ingest as ingest_command
 from streams.progress import NO_PROGRESS

@@ -25,7 +25,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult
 
 from adapters.settings import Settings
-from client import AsyncMemoryClient, Forbidden, Unauthorized
+from memoryos_client import AsyncMemoryClient, Forbidden, Unauthorized
 from service.mcp import http_app
 from streams.broker import free_port
 from streams.cli import main

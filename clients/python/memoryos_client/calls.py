@@ -11,8 +11,8 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from client.errors import APIError, error_for
-from service.models import (
+from memoryos_client.errors import APIError, error_for
+from memoryos_client.models import (
     AssistantProfile,
     BatchAccepted,
     Deleted,

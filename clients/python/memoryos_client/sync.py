@@ -1,4 +1,4 @@
-"""``AsyncMemoryClient``: the same API as ``MemoryClient``, for asyncio (httpx.AsyncClient)."""
+"""``MemoryClient``: the memory service's HTTP API from Python, blocking (httpx)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from client import calls
-from client.errors import ConnectionFailed, ServiceUnavailable
-from client.sync import DEFAULT_URL, TIMEOUT, headers
-from service.models import (
+from memoryos_client import calls
+from memoryos_client.errors import ConnectionFailed, ServiceUnavailable
+from memoryos_client.models import (
     AssistantProfile,
     BatchAccepted,
     DeletedCounts,
@@ -30,14 +29,20 @@ from service.models import (
     WhoAmI,
 )
 
+DEFAULT_URL = "http://127.0.0.1:8080"  # `memoryos up`'s default
+TIMEOUT = httpx.Timeout(120.0, connect=5.0)  # respond waits for the LLM
 Result = TypeVar("Result")
 
 
-class AsyncMemoryClient:
+def headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+class MemoryClient:
     """Every route of the API; results are the API's typed models, errors ``APIError``s.
 
-    >>> async with AsyncMemoryClient("http://127.0.0.1:8080") as memory:
-    ...     await memory.add_turn("alice", "My dog is called Miso.", "Lovely name!")
+    >>> with MemoryClient("http://127.0.0.1:8080") as memory:
+    ...     memory.add_turn("alice", "My dog is called Miso.", "Lovely name!")
     """
 
     def __init__(
@@ -46,22 +51,22 @@ class AsyncMemoryClient:
         api_key: str | None = None,
         *,
         timeout: httpx.Timeout | float = TIMEOUT,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._http = httpx.AsyncClient(
+        self._http = httpx.Client(
             base_url=base_url, headers=headers(api_key), timeout=timeout, transport=transport
         )
 
-    async def _send(self, call: calls.Call[Result]) -> Result:
+    def _send(self, call: calls.Call[Result]) -> Result:
         try:
-            response = await self._http.request(call.method, call.path, json=call.body)
+            response = self._http.request(call.method, call.path, json=call.body)
         except httpx.HTTPError as exc:
             raise ConnectionFailed(f"no reply from {self._http.base_url}: {exc!r}") from exc
         return call.parse(calls.checked(response))
 
     # --- turns and messages in ---
 
-    async def add_turn(
+    def add_turn(
         self,
         user_id: str,
         query: str,
@@ -78,13 +83,13 @@ class AsyncMemoryClient:
         fields = {"timestamp": timestamp, "turn_id": turn_id, "assistant_id": assistant_id,
                   "channel": channel, "meta": meta,
                   "conversation_id": conversation_id}  # fmt: skip
-        return await self._send(calls.add_turn(user_id, query, response, **fields))
+        return self._send(calls.add_turn(user_id, query, response, **fields))
 
-    async def add_turns(self, turns: Sequence[Mapping[str, Any]]) -> BatchAccepted:
+    def add_turns(self, turns: Sequence[Mapping[str, Any]]) -> BatchAccepted:
         """Many turns of any users (each with its user_id), checked one by one."""
-        return await self._send(calls.add_turns(turns))
+        return self._send(calls.add_turns(turns))
 
-    async def add_message(
+    def add_message(
         self,
         user_id: str,
         conversation_id: str,
@@ -100,17 +105,17 @@ class AsyncMemoryClient:
         """One bus message (role "user" or "assistant"); its message_id."""
         fields = {"message_id": message_id, "timestamp": timestamp, "channel": channel,
                   "assistant_id": assistant_id, "meta": meta}  # fmt: skip
-        return await self._send(calls.add_message(user_id, conversation_id, role, text, **fields))
+        return self._send(calls.add_message(user_id, conversation_id, role, text, **fields))
 
-    async def add_messages(
+    def add_messages(
         self, messages: Mapping[str, Any] | Sequence[Mapping[str, Any]]
     ) -> MessagesAccepted:
         """One message object or a list of them, paired into turns by the pipeline."""
-        return await self._send(calls.add_messages(messages))
+        return self._send(calls.add_messages(messages))
 
     # --- memory out ---
 
-    async def retrieve(
+    def retrieve(
         self,
         user_id: str,
         query: str,
@@ -122,9 +127,9 @@ class AsyncMemoryClient:
     ) -> RetrieveResponse:
         """``filters``: channel, assistant_id, conversation_id, after, before, meta (all must
         hold); ``at``: when the question is asked, for "yesterday", "last week" and the like."""
-        return await self._send(calls.retrieve(user_id, query, top_k, assistant_id, filters, at))
+        return self._send(calls.retrieve(user_id, query, top_k, assistant_id, filters, at))
 
-    async def respond(
+    def respond(
         self,
         user_id: str,
         query: str,
@@ -137,19 +142,19 @@ class AsyncMemoryClient:
     ) -> RespondResponse:
         """``remember=False``: an answer for a draft, not kept in the user's memory;
         ``conversation_id``: the conversation the remembered exchange belongs to."""
-        return await self._send(
+        return self._send(
             calls.respond(user_id, query, assistant_id, remember, filters, at, conversation_id)
         )
 
-    async def get_memory(self, user_id: str) -> MemoryResponse:
-        return await self._send(calls.get_memory(user_id))
+    def get_memory(self, user_id: str) -> MemoryResponse:
+        return self._send(calls.get_memory(user_id))
 
-    async def forget_user(self, user_id: str) -> DeletedCounts:
-        return (await self._send(calls.forget_user(user_id))).deleted
+    def forget_user(self, user_id: str) -> DeletedCounts:
+        return self._send(calls.forget_user(user_id)).deleted
 
     # --- facts ---
 
-    async def list_facts(
+    def list_facts(
         self,
         user_id: str,
         kind: str | None = None,
@@ -159,9 +164,9 @@ class AsyncMemoryClient:
     ) -> FactList:
         """One page of the user's facts, newest first (``kind``: user_knowledge or
         agent_trait); ``include_superseded`` adds the updated ones, ``next_cursor`` the next."""
-        return await self._send(calls.list_facts(user_id, kind, include_superseded, limit, cursor))
+        return self._send(calls.list_facts(user_id, kind, include_superseded, limit, cursor))
 
-    async def add_fact(
+    def add_fact(
         self,
         user_id: str,
         text: str,
@@ -170,43 +175,43 @@ class AsyncMemoryClient:
         pinned: bool | None = None,
     ) -> FactAccepted:
         """Add a fact (source "api"); its fact_id. Applied in the user's order moments later."""
-        return await self._send(calls.add_fact(user_id, text, kind, assistant_id, pinned))
+        return self._send(calls.add_fact(user_id, text, kind, assistant_id, pinned))
 
-    async def edit_fact(
+    def edit_fact(
         self, user_id: str, fact_id: str, text: str | None = None, pinned: bool | None = None
     ) -> FactAccepted:
         """Correct a fact's text, or pin or unpin it; it keeps its id. ``NotFoundError``: no
         such fact; ``Conflict``: the user's DELETE has not completed."""
-        return await self._send(calls.edit_fact(user_id, fact_id, text, pinned))
+        return self._send(calls.edit_fact(user_id, fact_id, text, pinned))
 
-    async def delete_fact(self, user_id: str, fact_id: str) -> FactAccepted:
+    def delete_fact(self, user_id: str, fact_id: str) -> FactAccepted:
         """Delete one fact: never served, never extracted again from its turns."""
-        return await self._send(calls.delete_fact(user_id, fact_id))
+        return self._send(calls.delete_fact(user_id, fact_id))
 
-    async def fact_history(self, user_id: str, fact_id: str) -> FactHistory:
+    def fact_history(self, user_id: str, fact_id: str) -> FactHistory:
         """Every change of the fact, oldest first."""
-        return await self._send(calls.fact_history(user_id, fact_id))
+        return self._send(calls.fact_history(user_id, fact_id))
 
     # --- profiles ---
 
-    async def set_user_profile(self, user_id: str, profile: Mapping[str, Any]) -> UserProfile:
-        return await self._send(calls.set_user_profile(user_id, profile))
+    def set_user_profile(self, user_id: str, profile: Mapping[str, Any]) -> UserProfile:
+        return self._send(calls.set_user_profile(user_id, profile))
 
-    async def set_assistant_profile(
+    def set_assistant_profile(
         self, assistant_id: str, profile: Mapping[str, Any]
     ) -> AssistantProfile:
-        return await self._send(calls.set_assistant_profile(assistant_id, profile))
+        return self._send(calls.set_assistant_profile(assistant_id, profile))
 
-    async def get_assistant_profile(self, assistant_id: str) -> AssistantProfile:
-        return await self._send(calls.get_assistant_profile(assistant_id))
+    def get_assistant_profile(self, assistant_id: str) -> AssistantProfile:
+        return self._send(calls.get_assistant_profile(assistant_id))
 
     # --- tenants: keys and users ---
 
-    async def whoami(self) -> WhoAmI:
+    def whoami(self) -> WhoAmI:
         """The tenant and scopes of this client's key."""
-        return await self._send(calls.whoami())
+        return self._send(calls.whoami())
 
-    async def create_key(
+    def create_key(
         self,
         scopes: Sequence[str],
         tenant: str | None = None,
@@ -214,42 +219,42 @@ class AsyncMemoryClient:
         rate_limit: str | None = None,
     ) -> KeyCreated:
         """A new key (scope admin); ``.key`` is the key itself, shown this once."""
-        return await self._send(calls.create_key(scopes, tenant, name, rate_limit))
+        return self._send(calls.create_key(scopes, tenant, name, rate_limit))
 
-    async def list_keys(self, tenant: str | None = None) -> list[KeyOut]:
-        return (await self._send(calls.list_keys(tenant))).keys
+    def list_keys(self, tenant: str | None = None) -> list[KeyOut]:
+        return (self._send(calls.list_keys(tenant))).keys
 
-    async def revoke_key(self, key_id: str) -> KeyOut:
-        return await self._send(calls.revoke_key(key_id))
+    def revoke_key(self, key_id: str) -> KeyOut:
+        return self._send(calls.revoke_key(key_id))
 
-    async def list_users(self, cursor: str | None = None, limit: int = 100) -> UserList:
+    def list_users(self, cursor: str | None = None, limit: int = 100) -> UserList:
         """One page of the tenant's users (scope admin); ``next_cursor`` asks for the next."""
-        return await self._send(calls.list_users(cursor, limit))
+        return self._send(calls.list_users(cursor, limit))
 
     # --- operations ---
 
-    async def health(self) -> dict[str, Any]:
-        return await self._send(calls.health())
+    def health(self) -> dict[str, Any]:
+        return self._send(calls.health())
 
-    async def ready(self) -> bool:
+    def ready(self) -> bool:
         try:
-            return await self._send(calls.ready())
+            return self._send(calls.ready())
         except ServiceUnavailable:  # 503 is /readyz's "not yet"
             return False
 
-    async def metrics(self) -> str:
-        return await self._send(calls.metrics())
+    def metrics(self) -> str:
+        return self._send(calls.metrics())
 
-    async def close(self) -> None:
-        await self._http.aclose()
+    def close(self) -> None:
+        self._http.close()
 
-    async def __aenter__(self) -> AsyncMemoryClient:
+    def __enter__(self) -> MemoryClient:
         return self
 
-    async def __aexit__(
+    def __exit__(
         self,
         kind: type[BaseException] | None,
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await self.close()
+        self.close()

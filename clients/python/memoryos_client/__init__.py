@@ -3,8 +3,8 @@
 errors as exceptions. It imports neither Faust nor the pipeline: install the package and talk
 to any `memoryos up` or `memoryos serve`."""
 
-from client.aio import AsyncMemoryClient
-from client.errors import (
+from memoryos_client.aio import AsyncMemoryClient
+from memoryos_client.errors import (
     APIError,
     BadRequest,
     Conflict,
@@ -18,7 +18,7 @@ from client.errors import (
     ServiceUnavailable,
     Unauthorized,
 )
-from client.sync import MemoryClient
+from memoryos_client.sync import MemoryClient
 
 __all__ = [
     "APIError",

@@ -1,5 +1,8 @@
 """Response bodies of the HTTP API, so the OpenAPI spec describes every reply exactly.
 
+One definition for the server and its Python client: the service validates its replies with
+these models and the client returns them; this package needs nothing but pydantic.
+
 The routes return plain dicts built by ResponseService; FastAPI validates them against these
 models on the way out, so a field added to the service without a field here is dropped, and
 a field of the wrong type is a server error caught by the schema tests, never a silent change
@@ -11,10 +14,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.facts import FactText
-from schemas.tenants import TENANT_PATTERN, Scope
+TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+Scope = Literal["read", "write", "forget", "admin"]  # what a key may do (docs/api.md)
 
 
 class Body(BaseModel):
@@ -330,26 +333,6 @@ class FactOut(BaseModel):
 class FactList(BaseModel):
     facts: list[FactOut] = Field(description="newest first")
     next_cursor: str | None = Field(description="the cursor of the next page; null: the last")
-
-
-class FactIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    text: FactText
-    kind: FactKindName = "user_knowledge"
-    assistant_id: str | None = Field(
-        None,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
-        description="agent traits only: the assistant they describe (none: the default one)",
-    )
-    pinned: StrictBool | None = Field(
-        None, description="never superseded, never ages out; absent: as it is (new: false)"
-    )
-
-
-class FactPatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    text: FactText | None = None
-    pinned: StrictBool | None = None
 
 
 class FactAccepted(BaseModel):

@@ -1,4 +1,4 @@
-"""``MemoryClient``: the memory service's HTTP API from Python, blocking (httpx)."""
+"""``AsyncMemoryClient``: the same API as ``MemoryClient``, for asyncio (httpx.AsyncClient)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from client import calls
-from client.errors import ConnectionFailed, ServiceUnavailable
-from service.models import (
+from memoryos_client import calls
+from memoryos_client.errors import ConnectionFailed, ServiceUnavailable
+from memoryos_client.models import (
     AssistantProfile,
     BatchAccepted,
     DeletedCounts,
@@ -28,21 +28,16 @@ from service.models import (
     UserProfile,
     WhoAmI,
 )
+from memoryos_client.sync import DEFAULT_URL, TIMEOUT, headers
 
-DEFAULT_URL = "http://127.0.0.1:8080"  # `memoryos up`'s default
-TIMEOUT = httpx.Timeout(120.0, connect=5.0)  # respond waits for the LLM
 Result = TypeVar("Result")
 
 
-def headers(api_key: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
-
-class MemoryClient:
+class AsyncMemoryClient:
     """Every route of the API; results are the API's typed models, errors ``APIError``s.
 
-    >>> with MemoryClient("http://127.0.0.1:8080") as memory:
-    ...     memory.add_turn("alice", "My dog is called Miso.", "Lovely name!")
+    >>> async with AsyncMemoryClient("http://127.0.0.1:8080") as memory:
+    ...     await memory.add_turn("alice", "My dog is called Miso.", "Lovely name!")
     """
 
     def __init__(
@@ -51,22 +46,22 @@ class MemoryClient:
         api_key: str | None = None,
         *,
         timeout: httpx.Timeout | float = TIMEOUT,
-        transport: httpx.BaseTransport | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._http = httpx.Client(
+        self._http = httpx.AsyncClient(
             base_url=base_url, headers=headers(api_key), timeout=timeout, transport=transport
         )
 
-    def _send(self, call: calls.Call[Result]) -> Result:
+    async def _send(self, call: calls.Call[Result]) -> Result:
         try:
-            response = self._http.request(call.method, call.path, json=call.body)
+            response = await self._http.request(call.method, call.path, json=call.body)
         except httpx.HTTPError as exc:
             raise ConnectionFailed(f"no reply from {self._http.base_url}: {exc!r}") from exc
         return call.parse(calls.checked(response))
 
     # --- turns and messages in ---
 
-    def add_turn(
+    async def add_turn(
         self,
         user_id: str,
         query: str,
@@ -83,13 +78,13 @@ class MemoryClient:
         fields = {"timestamp": timestamp, "turn_id": turn_id, "assistant_id": assistant_id,
                   "channel": channel, "meta": meta,
                   "conversation_id": conversation_id}  # fmt: skip
-        return self._send(calls.add_turn(user_id, query, response, **fields))
+        return await self._send(calls.add_turn(user_id, query, response, **fields))
 
-    def add_turns(self, turns: Sequence[Mapping[str, Any]]) -> BatchAccepted:
+    async def add_turns(self, turns: Sequence[Mapping[str, Any]]) -> BatchAccepted:
         """Many turns of any users (each with its user_id), checked one by one."""
-        return self._send(calls.add_turns(turns))
+        return await self._send(calls.add_turns(turns))
 
-    def add_message(
+    async def add_message(
         self,
         user_id: str,
         conversation_id: str,
@@ -105,17 +100,17 @@ class MemoryClient:
         """One bus message (role "user" or "assistant"); its message_id."""
         fields = {"message_id": message_id, "timestamp": timestamp, "channel": channel,
                   "assistant_id": assistant_id, "meta": meta}  # fmt: skip
-        return self._send(calls.add_message(user_id, conversation_id, role, text, **fields))
+        return await self._send(calls.add_message(user_id, conversation_id, role, text, **fields))
 
-    def add_messages(
+    async def add_messages(
         self, messages: Mapping[str, Any] | Sequence[Mapping[str, Any]]
     ) -> MessagesAccepted:
         """One message object or a list of them, paired into turns by the pipeline."""
-        return self._send(calls.add_messages(messages))
+        return await self._send(calls.add_messages(messages))
 
     # --- memory out ---
 
-    def retrieve(
+    async def retrieve(
         self,
         user_id: str,
         query: str,
@@ -127,9 +122,9 @@ class MemoryClient:
     ) -> RetrieveResponse:
         """``filters``: channel, assistant_id, conversation_id, after, before, meta (all must
         hold); ``at``: when the question is asked, for "yesterday", "last week" and the like."""
-        return self._send(calls.retrieve(user_id, query, top_k, assistant_id, filters, at))
+        return await self._send(calls.retrieve(user_id, query, top_k, assistant_id, filters, at))
 
-    def respond(
+    async def respond(
         self,
         user_id: str,
         query: str,
@@ -142,19 +137,19 @@ class MemoryClient:
     ) -> RespondResponse:
         """``remember=False``: an answer for a draft, not kept in the user's memory;
         ``conversation_id``: the conversation the remembered exchange belongs to."""
-        return self._send(
+        return await self._send(
             calls.respond(user_id, query, assistant_id, remember, filters, at, conversation_id)
         )
 
-    def get_memory(self, user_id: str) -> MemoryResponse:
-        return self._send(calls.get_memory(user_id))
+    async def get_memory(self, user_id: str) -> MemoryResponse:
+        return await self._send(calls.get_memory(user_id))
 
-    def forget_user(self, user_id: str) -> DeletedCounts:
-        return self._send(calls.forget_user(user_id)).deleted
+    async def forget_user(self, user_id: str) -> DeletedCounts:
+        return (await self._send(calls.forget_user(user_id))).deleted
 
     # --- facts ---
 
-    def list_facts(
+    async def list_facts(
         self,
         user_id: str,
         kind: str | None = None,
@@ -164,9 +159,9 @@ class MemoryClient:
     ) -> FactList:
         """One page of the user's facts, newest first (``kind``: user_knowledge or
         agent_trait); ``include_superseded`` adds the updated ones, ``next_cursor`` the next."""
-        return self._send(calls.list_facts(user_id, kind, include_superseded, limit, cursor))
+        return await self._send(calls.list_facts(user_id, kind, include_superseded, limit, cursor))
 
-    def add_fact(
+    async def add_fact(
         self,
         user_id: str,
         text: str,
@@ -175,43 +170,43 @@ class MemoryClient:
         pinned: bool | None = None,
     ) -> FactAccepted:
         """Add a fact (source "api"); its fact_id. Applied in the user's order moments later."""
-        return self._send(calls.add_fact(user_id, text, kind, assistant_id, pinned))
+        return await self._send(calls.add_fact(user_id, text, kind, assistant_id, pinned))
 
-    def edit_fact(
+    async def edit_fact(
         self, user_id: str, fact_id: str, text: str | None = None, pinned: bool | None = None
     ) -> FactAccepted:
         """Correct a fact's text, or pin or unpin it; it keeps its id. ``NotFoundError``: no
         such fact; ``Conflict``: the user's DELETE has not completed."""
-        return self._send(calls.edit_fact(user_id, fact_id, text, pinned))
+        return await self._send(calls.edit_fact(user_id, fact_id, text, pinned))
 
-    def delete_fact(self, user_id: str, fact_id: str) -> FactAccepted:
+    async def delete_fact(self, user_id: str, fact_id: str) -> FactAccepted:
         """Delete one fact: never served, never extracted again from its turns."""
-        return self._send(calls.delete_fact(user_id, fact_id))
+        return await self._send(calls.delete_fact(user_id, fact_id))
 
-    def fact_history(self, user_id: str, fact_id: str) -> FactHistory:
+    async def fact_history(self, user_id: str, fact_id: str) -> FactHistory:
         """Every change of the fact, oldest first."""
-        return self._send(calls.fact_history(user_id, fact_id))
+        return await self._send(calls.fact_history(user_id, fact_id))
 
     # --- profiles ---
 
-    def set_user_profile(self, user_id: str, profile: Mapping[str, Any]) -> UserProfile:
-        return self._send(calls.set_user_profile(user_id, profile))
+    async def set_user_profile(self, user_id: str, profile: Mapping[str, Any]) -> UserProfile:
+        return await self._send(calls.set_user_profile(user_id, profile))
 
-    def set_assistant_profile(
+    async def set_assistant_profile(
         self, assistant_id: str, profile: Mapping[str, Any]
     ) -> AssistantProfile:
-        return self._send(calls.set_assistant_profile(assistant_id, profile))
+        return await self._send(calls.set_assistant_profile(assistant_id, profile))
 
-    def get_assistant_profile(self, assistant_id: str) -> AssistantProfile:
-        return self._send(calls.get_assistant_profile(assistant_id))
+    async def get_assistant_profile(self, assistant_id: str) -> AssistantProfile:
+        return await self._send(calls.get_assistant_profile(assistant_id))
 
     # --- tenants: keys and users ---
 
-    def whoami(self) -> WhoAmI:
+    async def whoami(self) -> WhoAmI:
         """The tenant and scopes of this client's key."""
-        return self._send(calls.whoami())
+        return await self._send(calls.whoami())
 
-    def create_key(
+    async def create_key(
         self,
         scopes: Sequence[str],
         tenant: str | None = None,
@@ -219,42 +214,42 @@ class MemoryClient:
         rate_limit: str | None = None,
     ) -> KeyCreated:
         """A new key (scope admin); ``.key`` is the key itself, shown this once."""
-        return self._send(calls.create_key(scopes, tenant, name, rate_limit))
+        return await self._send(calls.create_key(scopes, tenant, name, rate_limit))
 
-    def list_keys(self, tenant: str | None = None) -> list[KeyOut]:
-        return (self._send(calls.list_keys(tenant))).keys
+    async def list_keys(self, tenant: str | None = None) -> list[KeyOut]:
+        return (await self._send(calls.list_keys(tenant))).keys
 
-    def revoke_key(self, key_id: str) -> KeyOut:
-        return self._send(calls.revoke_key(key_id))
+    async def revoke_key(self, key_id: str) -> KeyOut:
+        return await self._send(calls.revoke_key(key_id))
 
-    def list_users(self, cursor: str | None = None, limit: int = 100) -> UserList:
+    async def list_users(self, cursor: str | None = None, limit: int = 100) -> UserList:
         """One page of the tenant's users (scope admin); ``next_cursor`` asks for the next."""
-        return self._send(calls.list_users(cursor, limit))
+        return await self._send(calls.list_users(cursor, limit))
 
     # --- operations ---
 
-    def health(self) -> dict[str, Any]:
-        return self._send(calls.health())
+    async def health(self) -> dict[str, Any]:
+        return await self._send(calls.health())
 
-    def ready(self) -> bool:
+    async def ready(self) -> bool:
         try:
-            return self._send(calls.ready())
+            return await self._send(calls.ready())
         except ServiceUnavailable:  # 503 is /readyz's "not yet"
             return False
 
-    def metrics(self) -> str:
-        return self._send(calls.metrics())
+    async def metrics(self) -> str:
+        return await self._send(calls.metrics())
 
-    def close(self) -> None:
-        self._http.close()
+    async def close(self) -> None:
+        await self._http.aclose()
 
-    def __enter__(self) -> MemoryClient:
+    async def __aenter__(self) -> AsyncMemoryClient:
         return self
 
-    def __exit__(
+    async def __aexit__(
         self,
         kind: type[BaseException] | None,
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.close()
+        await self.close()
