@@ -44,7 +44,10 @@ INSTRUCTIONS = (
     "get_memory shows everything stored for a user; forget_user deletes it. "
     "set_user_profile and set_assistant_profile set static attributes shown in every answer. "
     "list_facts shows the facts remembered about a user, each with its fact_id; add_fact, "
-    "edit_fact and delete_fact correct them, fact_history shows how one changed."
+    "edit_fact and delete_fact correct them, fact_history shows how one changed. "
+    "add_turns and add_messages store many at once (add_messages: a message bus's messages, "
+    "paired into turns); get_history shows where a user's turns are in the pipeline and what "
+    "failed; list_users, whoami and get_assistant_profile read the tenant's setup."
 )
 UserId = Annotated[str, Field(description="whose memory (letters, digits, . _ : @ -)")]
 # The turn schema's own types: a bad argument is refused here, naming it, before any call.
@@ -63,6 +66,9 @@ FiltersArg = Annotated[
 ]
 AtArg = Annotated[
     datetime | None, Field(description="when the question is asked (ISO 8601; default now)")
+]
+ConversationArg = Annotated[
+    str | None, Field(description="the conversation the exchange belongs to")
 ]
 FactIdArg = Annotated[FactId, Field(description="the fact's id (from list_facts or retrieve)")]
 FactKindArg = Annotated[FactKindName, Field(description="user_knowledge or agent_trait")]
@@ -97,7 +103,19 @@ class MemoryAPI:
                 f"{name} must be 1-128 characters of letters, digits and . _ : @ -, "
                 f"starting with a letter or digit; got {user_id!r}"
             )
-        url = f"{self.url}/v1/{collection}/{quote(user_id, safe='')}{path}"
+        return await self.request(
+            method, f"/v1/{collection}/{quote(user_id, safe='')}{path}", body, caller
+        )
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        caller: str | None = None,
+    ) -> dict[str, Any]:
+        """One call to the service at ``path`` (from /v1 on), as the caller."""
+        url = f"{self.url}{path}"
         headers = {"Authorization": caller} if caller else self.headers
         try:
             async with httpx.AsyncClient(
@@ -170,13 +188,64 @@ def build_server(
         response: Annotated[Text, Field(description="the assistant's reply")],
         timestamp: Annotated[str | None, Field(description="ISO 8601; default now")] = None,
         meta: Annotated[Meta | None, Field(description="JSON object kept with the turn")] = None,
+        turn_id: Annotated[
+            str | None, Field(description="the turn's id (sent again: a no-op); default new")
+        ] = None,
+        assistant_id: AssistantArg = None,
+        channel: Annotated[str | None, Field(description="where it was said, e.g. web")] = None,
+        conversation_id: ConversationArg = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Store one dialogue turn (the user's query and the assistant's response) in the
         user's memory. timestamp: ISO 8601 (default now); meta: any JSON object kept with the
         turn. Returns {"turn_id"}; the turn shows up in short-term memory moments later."""
-        body = _present(query=query, response=response, timestamp=timestamp, meta=meta)
+        body = _present(
+            query=query,
+            response=response,
+            timestamp=timestamp,
+            meta=meta,
+            turn_id=turn_id,
+            assistant_id=assistant_id,
+            channel=channel,
+            conversation_id=conversation_id,
+        )
         return await api.call("POST", user_id, "/turns", body, caller=_caller(ctx))
+
+    @server.tool()
+    async def add_turns(
+        turns: Annotated[
+            list[dict[str, Any]],
+            Field(
+                min_length=1,
+                max_length=1000,
+                description="turn objects, each with user_id, query, response and the "
+                "optional fields of add_turn",
+            ),
+        ],
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Store many turns at once (any users). Returns {"accepted", "results": [{"index",
+        "turn_id"} or {"index", "error"}]}: a bad item is refused alone, the rest are kept."""
+        return await api.request("POST", "/v1/turns", turns, caller=_caller(ctx))
+
+    @server.tool()
+    async def add_messages(
+        messages: Annotated[
+            list[dict[str, Any]],
+            Field(
+                min_length=1,
+                max_length=1000,
+                description="message objects of a bus: user_id, conversation_id, role (user "
+                "or assistant), text; optional message_id, timestamp, channel, assistant_id, "
+                "meta",
+            ),
+        ],
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Store messages as a message bus sends them (customer and assistant, any channel):
+        the pipeline pairs each customer message with the reply after it into a turn, and keeps
+        an unanswered one alone. Returns {"accepted", "results"} as add_turns does."""
+        return await api.request("POST", "/v1/messages", messages, caller=_caller(ctx))
 
     @server.tool()
     async def retrieve_memory(
@@ -205,9 +274,7 @@ def build_server(
         remember: bool = True,
         filters: FiltersArg = None,
         at: AtArg = None,
-        conversation_id: Annotated[
-            str | None, Field(description="the conversation the exchange belongs to")
-        ] = None,
+        conversation_id: ConversationArg = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Answer the user's query with the service's LLM and the user's memory. Returns
@@ -224,6 +291,44 @@ def build_server(
             conversation_id=conversation_id,
         )
         return await api.call("POST", user_id, "/respond", body, caller=_caller(ctx))
+
+    @server.tool()
+    async def get_history(
+        user_id: UserId,
+        limit: Annotated[int, Field(ge=1, le=200, description="entries, newest first")] = 20,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """The user's recent pipeline history: where each recent turn is (accepted, stm,
+        mtm, persona...) and the dead letters of the user's records, with their reasons."""
+        return await api.call("GET", user_id, f"/history?limit={limit}", caller=_caller(ctx))
+
+    @server.tool()
+    async def get_assistant_profile(
+        assistant_id: Annotated[str, Field(description="the assistant's id, e.g. billing-bot")],
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """An assistant's profile: {"assistant_id", "profile"}."""
+        return await api.call(
+            "GET", assistant_id, "/profile", collection="assistants", caller=_caller(ctx)
+        )
+
+    @server.tool()
+    async def list_users(
+        cursor: Annotated[str | None, Field(description="next_cursor of the last page")] = None,
+        limit: Annotated[int, Field(ge=1, le=1000, description="users per page")] = 100,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """The users of the caller's tenant that have memory, in order (an admin key):
+        {"users", "next_cursor"}."""
+        if cursor is not None and not re.fullmatch(ID_PATTERN, cursor):
+            raise ToolError(f"cursor must be a user id; got {cursor!r}")
+        query = urlencode(_present(cursor=cursor, limit=limit))
+        return await api.request("GET", f"/v1/users?{query}", caller=_caller(ctx))
+
+    @server.tool()
+    async def whoami(ctx: Context | None = None) -> dict[str, Any]:
+        """The caller's tenant and scopes: {"tenant", "scopes", "key_id"}."""
+        return await api.request("GET", "/v1/whoami", caller=_caller(ctx))
 
     @server.tool()
     async def get_memory(user_id: UserId, ctx: Context | None = None) -> dict[str, Any]:

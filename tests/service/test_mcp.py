@@ -44,6 +44,12 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module")]  # the stack's tests: in
 API_KEY = "mcp-key"
 TOOLS = {
     "add_turn",
+    "add_turns",
+    "add_messages",
+    "get_history",
+    "get_assistant_profile",
+    "list_users",
+    "whoami",
     "retrieve_memory",
     "respond",
     "get_memory",

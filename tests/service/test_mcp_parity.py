@@ -1,0 +1,128 @@
+"""MCP on par with HTTP: every route of the API has its MCP tool, or is a listed exception with
+its reason; every tool names the route it calls. The new tools run through the real routes
+over the in-memory pipeline, with the key's tenant, scopes and the service's own errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from fastapi.routing import APIRoute
+
+from service.mcp import build_server
+from tests.service.test_mcp import FactsApp, error_text, structured
+from tests.support.tenant_app import tenant_app
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+Route = tuple[str, str]
+COUNTERPART: dict[Route, str] = {
+    ("POST", "/v1/users/{user_id}/turns"): "add_turn",
+    ("POST", "/v1/turns"): "add_turns",
+    ("POST", "/v1/messages"): "add_messages",
+    ("POST", "/v1/users/{user_id}/retrieve"): "retrieve_memory",
+    ("POST", "/v1/users/{user_id}/respond"): "respond",
+    ("GET", "/v1/users/{user_id}/memory"): "get_memory",
+    ("GET", "/v1/users/{user_id}/history"): "get_history",
+    ("PUT", "/v1/users/{user_id}/profile"): "set_user_profile",
+    ("PUT", "/v1/assistants/{assistant_id}/profile"): "set_assistant_profile",
+    ("GET", "/v1/assistants/{assistant_id}/profile"): "get_assistant_profile",
+    ("DELETE", "/v1/users/{user_id}"): "forget_user",
+    ("GET", "/v1/users/{user_id}/facts"): "list_facts",
+    ("POST", "/v1/users/{user_id}/facts"): "add_fact",
+    ("PATCH", "/v1/users/{user_id}/facts/{fact_id}"): "edit_fact",
+    ("DELETE", "/v1/users/{user_id}/facts/{fact_id}"): "delete_fact",
+    ("GET", "/v1/users/{user_id}/facts/{fact_id}/history"): "fact_history",
+    ("GET", "/v1/users"): "list_users",
+    ("GET", "/v1/whoami"): "whoami",
+}
+KEYS = "tenant keys are made and revoked by the operator (`memoryos keys`), not by an agent"
+EXCEPTIONS: dict[Route, str] = {
+    ("GET", "/healthz"): "process health, for orchestrators; no memory capability",
+    ("GET", "/readyz"): "readiness, for orchestrators; no memory capability",
+    ("GET", "/metrics"): "Prometheus scrapes it; no memory capability",
+    ("GET", "/docs"): "the API's own documentation page",
+    ("GET", "/docs/oauth2-redirect"): "part of the documentation page",
+    ("GET", "/redoc"): "the API's own documentation page",
+    ("POST", "/v1/keys"): KEYS,
+    ("GET", "/v1/keys"): KEYS,
+    ("DELETE", "/v1/keys/{key_id}"): KEYS,
+    (
+        "GET",
+        "/v1/export",
+    ): "a whole tenant as an NDJSON stream: `memoryos export`, not a tool reply",
+    ("POST", "/v1/import"): "an NDJSON stream by the operator: `memoryos import`",
+}
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def app(tmp_path: Path) -> AsyncIterator[FactsApp]:
+    made = await tenant_app(tmp_path, tenants=())
+    yield FactsApp(made)
+    made.journal.close()
+
+
+async def test_every_route_has_its_tool_or_a_reason(app: FactsApp) -> None:
+    routes = {
+        (method, route.path)
+        for route in app.app.routes
+        if isinstance(route, APIRoute)
+        for method in route.methods
+    }
+    unmatched = routes - set(COUNTERPART) - set(EXCEPTIONS)
+    assert not unmatched, f"a route with no MCP tool and no reason: {sorted(unmatched)}"
+    assert not set(COUNTERPART) & set(EXCEPTIONS)
+    assert set(COUNTERPART) | set(EXCEPTIONS) <= routes, "a route listed here is gone"
+    tools = {tool.name for tool in await build_server("http://memoryos").list_tools()}
+    assert set(COUNTERPART.values()) == tools, "a tool with no route, or a route's tool missing"
+
+
+async def test_the_new_tools_through_the_service(app: FactsApp) -> None:
+    async with await app.tools("acme", ("read", "write", "admin")) as client:
+        turns = [
+            {"user_id": "bob", "query": "I ordered boots.", "response": "Noted."},
+            {"user_id": "bob", "query": 5, "response": "x"},
+        ]
+        batch = structured(await client.call_tool("add_turns", {"turns": turns}))
+        assert batch["accepted"] == 1
+        assert "query" in batch["results"][1]["error"], "a bad item is refused alone"
+        messages = [
+            {"user_id": "bob", "conversation_id": "c1", "role": "user", "text": "Size 39?"},
+            {"user_id": "bob", "conversation_id": "c1", "role": "assistant", "text": "Yes."},
+        ]
+        sent = structured(await client.call_tool("add_messages", {"messages": messages}))
+        assert sent["accepted"] == 2
+        await app.pipeline.drain()
+        history = structured(await client.call_tool("get_history", {"user_id": "bob"}))
+        assert history["turns"], history
+        profile = {"assistant_id": "billing", "profile": {"role": "billing agent"}}
+        structured(await client.call_tool("set_assistant_profile", profile))
+        got = structured(
+            await client.call_tool("get_assistant_profile", {"assistant_id": "billing"})
+        )
+        assert got == profile
+        users = structured(await client.call_tool("list_users", {}))
+        assert users["users"] == ["bob"]
+        me = structured(await client.call_tool("whoami", {}))
+        assert me["tenant"] == "acme"
+        assert sorted(me["scopes"]) == ["admin", "read", "write"]
+        bad = await client.call_tool("list_users", {"cursor": "no spaces allowed"})
+        assert "cursor" in error_text(bad)
+
+
+async def test_the_new_tools_keep_the_keys_tenant_and_scopes(app: FactsApp) -> None:
+    async with await app.tools("acme", ("read", "write")) as writer:
+        turn = {"user_id": "amy", "query": "Hi.", "response": "Hello."}
+        structured(await writer.call_tool("add_turns", {"turns": [turn]}))
+        assert "403" in error_text(await writer.call_tool("list_users", {})), "admin only"
+    await app.pipeline.drain()
+    async with await app.tools("acme", ("read",)) as reader:
+        assert "403" in error_text(await reader.call_tool("add_turns", {"turns": [turn]}))
+        message = {"user_id": "amy", "conversation_id": "c", "role": "user", "text": "Hi"}
+        assert "403" in error_text(await reader.call_tool("add_messages", {"messages": [message]}))
+        assert structured(await reader.call_tool("get_history", {"user_id": "amy"}))["turns"]
+    async with await app.tools("zeta", ("read", "admin")) as other:
+        assert structured(await other.call_tool("get_history", {"user_id": "amy"}))["turns"] == []
+        assert structured(await other.call_tool("list_users", {}))["users"] == []
