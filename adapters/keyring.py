@@ -156,6 +156,10 @@ class Keyring:
             return None
         return (opened.gen, orjson.loads(opened.plain)) if opened is not None else None
 
+    async def last_delete(self, user_id: str) -> int:
+        """The time of the user's last DELETE in ms, 0 if none (its store's answer)."""
+        return await self._repo.last_delete(user_id)
+
     def forget(self, user_id: str) -> None:
         """Drop the user's cached keys: after a DELETE's marker, nothing older is sealed here."""
         for entry in [entry for entry in self._keys if entry[0] == user_id]:

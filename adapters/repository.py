@@ -543,6 +543,12 @@ class MemoryRepository:
         seen = float(points[seen_id]["through"]) if seen_id in points else float("-inf")
         return at, seen < at - 1e-3  # within a millisecond: the same DELETE (float digits)
 
+    async def last_delete(self, user_id: str) -> int:
+        """The time of the user's last DELETE in ms (0: never): an event about a change after
+        it is a new event even where the change's ids repeat (a turn id sent again)."""
+        stone = await self.tombstone(user_id)
+        return round(stone[0] * 1000) if stone is not None else 0
+
     async def mark_forgotten(self, user_id: str, at: float) -> None:
         """The last stage has purged the user for every DELETE up to ``at``."""
         await self.save_doc(user_id, FORGOTTEN_DOC, {"through": at})

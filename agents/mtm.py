@@ -323,8 +323,10 @@ class MidTermAgent(RecordStage):
         return keywords
 
     async def _announce_created(self, segment: Segment, page: Page) -> None:
+        user_id, at = page.user_id, self.deps.clock.now()
+        epoch = await self.deps.repo.last_delete(user_id)
         event = segment_created(
-            page.user_id, segment.segment_id, page.page_id, segment.summary, self.deps.clock.now()
+            user_id, segment.segment_id, page.page_id, segment.summary, at, epoch
         )
         await self.events.emit([event])
 
@@ -343,13 +345,16 @@ class MidTermAgent(RecordStage):
         deps, settings = self.deps, self.deps.settings
         params, now = settings.heat_params, state.clock
         evicted = state.evict_over_capacity(settings.mtm_capacity, now, params)
-        at = deps.clock.now()
-        await self.events.emit(
-            [
-                segment_evicted(user_id, s.segment_id, len(s.page_ids), s.heat(now, params), at)
-                for s in evicted
-            ]
-        )
+        if evicted:
+            at, epoch = deps.clock.now(), await deps.repo.last_delete(user_id)
+            await self.events.emit(
+                [
+                    segment_evicted(
+                        user_id, s.segment_id, len(s.page_ids), s.heat(now, params), at, epoch
+                    )
+                    for s in evicted
+                ]
+            )
         await deps.repo.delete_pages([page for stats in evicted for page in stats.page_ids])
         await deps.repo.delete_segments([stats.segment_id for stats in evicted])
         jobs = state.take_persona_jobs(settings.heat_tau, now, params, PERSONA_PAGES_PER_JOB)

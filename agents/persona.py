@@ -162,7 +162,8 @@ class PersonaAgent(RecordStage):
         job (or the edit) unacknowledged, and applying it again writes the same (and makes
         the same event ids)."""
         book, dropped = fit(book)  # within what the store takes, before any point is written
-        await self.events.emit(self._announced(book.user_id, deltas, dropped, cause))
+        epoch = await self.deps.repo.last_delete(book.user_id)
+        await self.events.emit(self._announced(book.user_id, deltas, dropped, cause, epoch))
         gone = {fact.fact_id for fact in dropped}
         stored = [fact for delta in deltas for fact in delta.stored if fact.fact_id not in gone]
         unstored = [fact for delta in deltas for fact in delta.unstored] + dropped
@@ -189,6 +190,7 @@ class PersonaAgent(RecordStage):
         deltas: Sequence[Delta],
         dropped: Sequence[Fact],
         cause: PersonaJob | FactEdit,
+        epoch: int,
     ) -> list[MemoryEvent]:
         room = [
             (fact, FactChange(change="deleted", at=fact.created_at, source=FactSource()))
@@ -197,10 +199,10 @@ class PersonaAgent(RecordStage):
         changes = [change for delta in deltas for change in delta.changes] + room
         at = self.deps.clock.now()
         if isinstance(cause, FactEdit):
-            return fact_events(user_id, changes, cause.edit_id, at)
+            return fact_events(user_id, changes, cause.edit_id, at, epoch)
         key = job_key(cause.segment_id, cause.page_ids)
-        updated = persona_updated(user_id, cause.segment_id, cause.page_ids, changes, at)
-        return [*fact_events(user_id, changes, key, at), updated]
+        updated = persona_updated(user_id, cause.segment_id, cause.page_ids, changes, at, epoch)
+        return [*fact_events(user_id, changes, key, at, epoch), updated]
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self.deps.clock.now(), UTC)

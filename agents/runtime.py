@@ -190,17 +190,24 @@ class DeadLetterSink:
         user_id = _user_of_letter(source)
         if self._events is None or user_id is None:
             return
-        event = dead_lettered(
-            user_id, self.stage, kind, source.topic, source.raw, reason, self._clock.now()
-        )
         for attempt in range(1, 1_000_000):
             try:
+                epoch = await self._epoch(user_id)
+                at = self._clock.now()
+                event = dead_lettered(
+                    user_id, self.stage, kind, source.topic, source.raw, reason, at, epoch
+                )
                 await self._events.emit([event])
                 return
             except Exception as exc:
                 delay = DEAD_LETTER_RETRY_S[min(attempt, len(DEAD_LETTER_RETRY_S)) - 1]
                 log.error("memory.dead_lettered not sent (%r); retrying in %s s", exc, delay)
                 await asyncio.sleep(delay)
+
+    async def _epoch(self, user_id: str) -> int:
+        """The user's last DELETE in ms (``MemoryRepository.last_delete``); 0 without a
+        keyring (a sink built alone)."""
+        return await self._keyring.last_delete(user_id) if self._keyring is not None else 0
 
     async def _sealed_until_done(self, source: Source, value: bytes) -> bytes | None:
         """Sealing reads the store (the user's tombstone and key): retried like the write,

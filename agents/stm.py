@@ -63,7 +63,8 @@ class ShortTermAgent(RecordStage):
         changed = [p for p in new_window if before.get(p.page_id) != p]
         # announced before it is written: a crash between leaves the event and the work owed
         stored = next((p for p in new_window if p.page_id == page.page_id), page)
-        await self.events.emit([page_stored(stored, self.deps.clock.now())])
+        # the page's key generation is its user's last DELETE (ms) as the stages saw it
+        await self.events.emit([page_stored(stored, self.deps.clock.now(), max(gen, 0))])
         await self.deps.repo.save_pages(evicted, LEAVING)
         await self.deps.repo.save_pages(changed, STM)
         for old in evicted:

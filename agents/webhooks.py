@@ -16,6 +16,7 @@ the base64 HMAC-SHA256 of ``id.timestamp.body`` with the webhook's secret. A 2xx
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 RETRIED_STATUS = frozenset({408, 429})
 MAX_BACKOFF_S = 3600.0
 BACKOFF_FACTOR = 4.0
-WEBHOOK_HEADER = "webhook"  # a dead letter's webhook: its replay is delivered there only
+WEBHOOK_HEADER = "webhook"  # a dead letter's webhook (``Webhook.ref``): its replay goes there only
 CONTENT_TYPE = "application/cloudevents+json"  # CloudEvents' structured mode over HTTP
 
 Done = Callable[[Consumed[Any]], None]
@@ -55,8 +56,11 @@ class WebhookStage:
         clock: Clock,
         outbox: Outbox,
         done: Done,
+        last_delete: Callable[[str], Awaitable[int]],
     ) -> None:
-        """``done``: acknowledges a finished record (its offset may then be committed)."""
+        """``done``: acknowledges a finished record (its offset may then be committed).
+        ``last_delete``: the time of a user's last DELETE in ms (0: none)."""
+        self.last_delete = last_delete
         self.hooks = list(hooks)
         self.poster = poster
         self.runner = runner
@@ -75,10 +79,16 @@ class WebhookStage:
         """Queue the event's deliveries; ``finish`` runs once the last of them ends."""
         event: MemoryEvent = item.record
         only = _header(item.source.headers, WEBHOOK_HEADER)
+        if only is not None and await self._forgotten_since(event):
+            # a dead letter replayed after its user's DELETE: it would come after the
+            # receipt of the erasure, and say what was erased
+            self.metrics.webhook_deliveries.labels(webhook="replay", outcome="forgotten").inc()
+            await self.finish(item)
+            return
         wanted = [
             (index, hook)
             for index, hook in enumerate(self.hooks)
-            if hook.wants(event.type) and (only is None or hook.url == only)
+            if hook.wants(event.type) and (only is None or hook.ref == only)
         ]
         owed = [len(wanted)]
         if not wanted:
@@ -91,6 +101,9 @@ class WebhookStage:
             async def deliver() -> None:
                 try:
                     await self.deliver(hook, event, body, item)
+                except Exception as exc:  # a bug: dead-lettered with it, never dropped
+                    log.exception("delivering %s to %s failed", event.id, hook.name)
+                    await self._dead_letter(hook, event, item, f"bug: {exc!r}", 1)
                 finally:
                     owed[0] -= 1
                     if owed[0] == 0:
@@ -127,14 +140,30 @@ class WebhookStage:
                 self.metrics.webhook_deliveries.labels(webhook=name, outcome="retried").inc()
                 delay = settings.webhook_backoff_s * BACKOFF_FACTOR ** (attempt - 1)
                 await asyncio.sleep(min(delay, MAX_BACKOFF_S))
-        self.metrics.webhook_deliveries.labels(webhook=name, outcome="dead_letter").inc()
+        await self._dead_letter(hook, event, item, why, attempt)
+
+    async def _dead_letter(
+        self, hook: Webhook, event: MemoryEvent, item: Consumed[Any], why: str, attempts: int
+    ) -> None:
+        """Kept without the user's words (a replay sends it again as it is) and naming the
+        webhook by its digest, not its URL."""
+        self.metrics.webhook_deliveries.labels(webhook=hook.name, outcome="dead_letter").inc()
+        source = dataclasses.replace(item.source, raw=encode(event.without_text()))
         await self.runner.dead_letters.send(
-            item.source,
+            source,
             "webhook",
-            f"{name}: {why}",
-            attempt,
-            extra_headers={WEBHOOK_HEADER: hook.url.encode()},
+            f"{hook.name}: {why}",
+            attempts,
+            extra_headers={WEBHOOK_HEADER: hook.ref.encode()},
         )
+
+    async def _forgotten_since(self, event: MemoryEvent) -> bool:
+        try:
+            deleted_ms = await self.last_delete(event.subject)
+        except Exception as exc:
+            log.warning("the store did not say whether %s was forgotten (%r)", event.subject, exc)
+            return False  # delivered: a receiver de-duplicates, and a DELETE's receipt follows
+        return deleted_ms > event.time.timestamp() * 1000
 
     async def _attempt(self, hook: Webhook, msg_id: str, body: bytes) -> tuple[int | None, str]:
         """(status or None, what happened): never raises but on cancellation."""

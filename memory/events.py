@@ -31,19 +31,29 @@ from schemas.events import (
 from schemas.facts import Fact, FactChange
 from schemas.records import Page
 
+FactChanges = Sequence[tuple[Fact, FactChange]]
 EVENT = "event"
 SOURCE = "/memoryos/"
 
 
-def event_id(user_id: str, kind: EventType, *key: str) -> str:
-    return ids.point_id(user_id, EVENT, json.dumps([kind.value, *key], ensure_ascii=False))
+def event_id(user_id: str, kind: EventType, *key: str, epoch: int = 0) -> str:
+    """``epoch``: the user's last DELETE (its time in ms; 0: never deleted). A turn id sent
+    again after a DELETE makes the same page id, and is a new change all the same."""
+    parts = [kind.value, *key, *([f"epoch:{epoch}"] if epoch else [])]
+    return ids.point_id(user_id, EVENT, json.dumps(parts, ensure_ascii=False))
 
 
 def make(
-    stage: str, user_id: str, kind: EventType, key: Sequence[str], data: EventData, at: float
+    stage: str,
+    user_id: str,
+    kind: EventType,
+    key: Sequence[str],
+    data: EventData,
+    at: float,
+    epoch: int = 0,
 ) -> MemoryEvent:
     return MemoryEvent(
-        id=event_id(user_id, kind, *key),
+        id=event_id(user_id, kind, *key, epoch=epoch),
         source=SOURCE + stage,
         type=kind,
         subject=user_id,
@@ -52,7 +62,7 @@ def make(
     )
 
 
-def page_stored(page: Page, at: float) -> MemoryEvent:
+def page_stored(page: Page, at: float, epoch: int = 0) -> MemoryEvent:
     data = PageStored(
         page_id=page.page_id,
         turn_id=page.turn_id,
@@ -65,21 +75,21 @@ def page_stored(page: Page, at: float) -> MemoryEvent:
         query=page.query,
         response=page.response,
     )
-    return make("stm", page.user_id, EventType.PAGE_STORED, [page.page_id], data, at)
+    return make("stm", page.user_id, EventType.PAGE_STORED, [page.page_id], data, at, epoch)
 
 
 def segment_created(
-    user_id: str, segment_id: str, page_id: str, summary: str, at: float
+    user_id: str, segment_id: str, page_id: str, summary: str, at: float, epoch: int = 0
 ) -> MemoryEvent:
     data = SegmentCreated(segment_id=segment_id, page_id=page_id, summary=summary)
-    return make("mtm", user_id, EventType.SEGMENT_CREATED, [segment_id], data, at)
+    return make("mtm", user_id, EventType.SEGMENT_CREATED, [segment_id], data, at, epoch)
 
 
 def segment_evicted(
-    user_id: str, segment_id: str, pages: int, heat: float, at: float
+    user_id: str, segment_id: str, pages: int, heat: float, at: float, epoch: int = 0
 ) -> MemoryEvent:
     data = SegmentEvicted(segment_id=segment_id, pages=pages, heat=heat)
-    return make("mtm", user_id, EventType.SEGMENT_EVICTED, [segment_id], data, at)
+    return make("mtm", user_id, EventType.SEGMENT_EVICTED, [segment_id], data, at, epoch)
 
 
 def job_key(segment_id: str, page_ids: Iterable[str]) -> str:
@@ -89,7 +99,12 @@ def job_key(segment_id: str, page_ids: Iterable[str]) -> str:
 
 
 def persona_updated(
-    user_id: str, segment_id: str, page_ids: Sequence[str], changes: FactChanges, at: float
+    user_id: str,
+    segment_id: str,
+    page_ids: Sequence[str],
+    changes: FactChanges,
+    at: float,
+    epoch: int = 0,
 ) -> MemoryEvent:
     data = PersonaUpdated(
         segment_id=segment_id,
@@ -98,13 +113,12 @@ def persona_updated(
         facts_superseded=sum(1 for _, change in changes if change.change == "superseded"),
     )
     key = [job_key(segment_id, page_ids)]
-    return make("persona", user_id, EventType.PERSONA_UPDATED, key, data, at)
+    return make("persona", user_id, EventType.PERSONA_UPDATED, key, data, at, epoch)
 
 
-FactChanges = Sequence[tuple[Fact, FactChange]]
-
-
-def fact_events(user_id: str, changes: FactChanges, cause: str, at: float) -> list[MemoryEvent]:
+def fact_events(
+    user_id: str, changes: FactChanges, cause: str, at: float, epoch: int = 0
+) -> list[MemoryEvent]:
     """One event per change of a fact made by one job or edit (``cause``), in order. A fact
     changed twice the same way by one cause (not done today) would get two ids by position."""
     events, seen = [], dict[tuple[str, str], int]()
@@ -115,7 +129,7 @@ def fact_events(user_id: str, changes: FactChanges, cause: str, at: float) -> li
         kind, data = found
         nth = seen[(fact.fact_id, kind.value)] = seen.get((fact.fact_id, kind.value), -1) + 1
         key = [fact.fact_id, cause, str(nth)]
-        events.append(make("persona", user_id, kind, key, data, at))
+        events.append(make("persona", user_id, kind, key, data, at, epoch))
     return events
 
 
@@ -152,10 +166,17 @@ def user_forgotten(user_id: str, deleted_at: float, at: float) -> MemoryEvent:
 
 
 def dead_lettered(
-    user_id: str, stage: str, error: str, source_topic: str, raw: bytes, reason: str, at: float
+    user_id: str,
+    stage: str,
+    error: str,
+    source_topic: str,
+    raw: bytes,
+    reason: str,
+    at: float,
+    epoch: int = 0,
 ) -> MemoryEvent:
     """Keyed by the record's bytes, not its offset: the embedded broker starts its offsets
     again after a restart, and the same record failing again is the same event."""
     data = DeadLettered(stage=stage, error=error, source_topic=source_topic, message=reason[:500])
     key = [stage, source_topic, hashlib.sha256(raw).hexdigest()]
-    return make(stage, user_id, EventType.DEAD_LETTERED, key, data, at)
+    return make(stage, user_id, EventType.DEAD_LETTERED, key, data, at, epoch)

@@ -6,6 +6,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
@@ -14,6 +15,7 @@ from schemas.events import EVENT_TYPES
 from schemas.records import Record
 
 MAX_WEBHOOKS = 20
+_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
 SECRET_PREFIX = "whsec_"
 
 
@@ -25,11 +27,23 @@ class Webhook(Record):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
+        """One that can be called: http(s), a host, a port in range, no spaces or control
+        characters (a header could be smuggled in), an ASCII host (IDNA-encode it first)."""
+        if _UNSAFE.search(value):
+            raise ValueError("a webhook url must not hold spaces or control characters")
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"a webhook url must be http(s)://host/...: {value[:100]!r}")
+            raise ValueError("a webhook url must be http(s)://host/...")
         if parts.username or parts.password:
             raise ValueError("a webhook url must not carry credentials: sign with the secret")
+        if not parts.hostname.isascii():
+            raise ValueError("a webhook url's host must be ASCII (its IDNA form: xn--...)")
+        try:
+            port = parts.port  # raises for a port out of range or not a number
+        except ValueError:
+            port = 0
+        if port == 0:
+            raise ValueError("a webhook url's port must be a number from 1 to 65535")
         return value
 
     @field_validator("secret")
@@ -57,6 +71,12 @@ class Webhook(Record):
     @property
     def key(self) -> bytes:
         return base64.b64decode(self.secret.removeprefix(SECRET_PREFIX))
+
+    @property
+    def ref(self) -> str:
+        """How a dead letter names it: a digest of its URL, never the URL (a receiver's path
+        or query may hold its own credential)."""
+        return hashlib.sha256(self.url.encode()).hexdigest()[:16]
 
     @property
     def name(self) -> str:

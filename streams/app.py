@@ -239,6 +239,7 @@ def create_app(
             deps.clock,
             outbox,
             _acknowledge,
+            deps.repo.last_delete,
         )
         _attach_webhooks(app, topics[EVENTS], webhooks, settings)
     journaled = journal is not None and not isinstance(journal, NoJournal)

@@ -188,3 +188,21 @@ async def test_a_dead_letter_of_a_user_is_announced_without_its_text() -> None:
     assert event["data"]["error"] == "invalid"
     assert event["data"]["message"] is None
     assert b"secret words" not in orjson.dumps(event)
+
+
+async def test_a_turn_id_sent_again_after_a_delete_is_a_new_event() -> None:
+    """The same turn id makes the same page id; after a DELETE it is a new change all the
+    same, and a receiver de-duplicating on ``id`` must not drop it."""
+    pipeline, service = await small_pipeline()
+    await service.add_turns(make_turns("ann", TALK))
+    await pipeline.drain()
+    await service.forget("ann")
+    await pipeline.drain()
+    before = {e["id"] for e in pipeline.memory_events("ann")}
+    await service.add_turns(make_turns("ann", [(q + " Again.", r) for q, r in TALK]))
+    await pipeline.drain()
+    after = [e for e in pipeline.memory_events("ann") if e["id"] not in before]
+    stored = [e for e in after if e["type"] == "memory.page.stored"]
+    assert len(stored) == len(TALK), "each page again, under a new id"
+    created = [e for e in pipeline.memory_events("ann") if e["type"] == "memory.segment.created"]
+    assert len({e["id"] for e in created}) == len(created)

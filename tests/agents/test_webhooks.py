@@ -89,9 +89,14 @@ class Harness:
             SystemClock(),
             self.outbox,
             lambda item: self.acked.append(item.record.id),
+            self.last_delete,
         )
+        self.deleted_ms: dict[str, int] = {}
         self.dispatcher: KeyedDispatcher[Work] = KeyedDispatcher(512)
         self.offset = 0
+
+    async def last_delete(self, user_id: str) -> int:
+        return self.deleted_ms.get(user_id, 0)
 
     async def feed(self, events: list[MemoryEvent], headers: Any = None) -> None:
         await self.outbox.keep([(e.id, e.subject, encode(e)) for e in events])
@@ -231,7 +236,9 @@ async def test_a_receiver_that_times_out_every_time_is_dead_lettered_with_its_re
         assert letter.headers["error"] == b"webhook"
         assert b"no answer within" in letter.headers["reason"]
         assert letter.headers["attempts"] == b"4"
-        assert letter.headers[WEBHOOK_HEADER] == (receiver.base + "/hang").encode()
+        hook = harness.settings.webhook_list[0]
+        assert letter.headers[WEBHOOK_HEADER] == hook.ref.encode(), "named by its digest"
+        assert hook.url.encode() not in b"".join(letter.headers.values())
         assert orjson.loads(letter.value)["id"] == event.id
         assert harness.count("dead_letter") == 1
         assert harness.acked == [event.id], "finished: its failure is in the dead letters"
@@ -291,8 +298,8 @@ async def test_a_replayed_dead_letter_goes_to_its_webhook_only(tmp_path: Path) -
         harness = Harness([receiver.hook("/ok"), receiver.hook("/slow")], tmp_path)
         try:
             event = page_event("ann", 1)
-            only = [(WEBHOOK_HEADER, (receiver.base + "/slow").encode())]
-            await harness.feed([event], headers=only)
+            slow = harness.settings.webhook_list[1]
+            await harness.feed([event], headers=[(WEBHOOK_HEADER, slow.ref.encode())])
             await harness.finished()
         finally:
             await harness.close()
@@ -322,3 +329,46 @@ async def test_the_verification_in_docs_api_accepts_our_requests_and_refuses_for
     assert not verify("whsec_" + "A" * 32, received.headers, received.body)
     stale = {**received.headers, "webhook-timestamp": "1000000000"}
     assert not verify(SECRET, stale, received.body)
+
+
+async def test_a_replayed_dead_letter_of_a_user_forgotten_since_is_not_delivered(
+    tmp_path: Path,
+) -> None:
+    """It would reach the receiver after the receipt of the erasure."""
+    with receiving() as receiver:
+        harness = Harness([receiver.hook("/ok")], tmp_path)
+        try:
+            before, after = page_event("ann", 1), page_event("bob", 1)
+            harness.deleted_ms["ann"] = round(before.time.timestamp() * 1000) + 1
+            ref = harness.settings.webhook_list[0].ref.encode()
+            await harness.feed([before, after], headers=[(WEBHOOK_HEADER, ref)])
+            await harness.finished()
+        finally:
+            await harness.close()
+        assert [r.webhook_id for r in receiver.at("/ok")] == [after.id]
+        assert harness.acked == [before.id, after.id], "finished all the same"
+
+
+async def test_a_dead_letter_keeps_no_words_and_a_failing_delivery_is_never_dropped(
+    tmp_path: Path,
+) -> None:
+    with receiving() as receiver:
+        harness = Harness([receiver.hook("/gone"), receiver.hook("/ok")], tmp_path)
+
+        async def broken(*_: Any) -> None:
+            raise RuntimeError("a bug in delivery")
+
+        try:
+            event = page_event("ann", 1)  # its data holds the query and response
+            assert event.data.query == "q"  # type: ignore[union-attr]
+            await harness.feed([event])
+            await harness.finished()
+            harness.stage.deliver = broken  # type: ignore[method-assign]
+            await harness.feed([page_event("ann", 2)])
+            await harness.finished()
+        finally:
+            await harness.close()
+        gone, *bugs = harness.dead
+        assert orjson.loads(gone.value)["data"]["query"] is None
+        assert len(bugs) == 2, "each webhook's failed delivery is a dead letter"
+        assert all(b"a bug in delivery" in letter.headers["reason"] for letter in bugs)
