@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MODELS := $(VENV)/.models
 
-.PHONY: install prometheus test check lint format typecheck imports docs run bench eval profile clean
+.PHONY: install prometheus typescript test check lint format typecheck imports docs run bench eval profile clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,15 @@ $(MODELS): $(STAMP) adapters/embedders/minilm_models.py adapters/embedders/minil
 	$(BIN)/python -m adapters.embedders.minilm_models
 	touch $(MODELS)
 
-install: $(MODELS) prometheus
+install: $(MODELS) prometheus typescript
+
+# The TypeScript client's compiler and type generator (its tests run from `make test`).
+TS := clients/typescript
+$(TS)/node_modules/.installed: $(TS)/package-lock.json
+	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+typescript: $(TS)/node_modules/.installed
 
 # The alert rule tests and the live dashboard test need a real Prometheus and promtool:
 # Debian's package, installed here so that `make test` sets up a fresh machine by itself.
@@ -36,7 +44,7 @@ prometheus:
 
 # Four workers on two cores: most whole-stack tests wait on a broker, a model or a timer, so
 # two would leave the cores idle. A file's tests stay on one worker (its module fixtures).
-test: $(MODELS) prometheus
+test: $(MODELS) prometheus typescript
 	$(BIN)/pytest -q -n 4 --dist loadfile
 
 check: $(MODELS) prometheus lint typecheck imports
@@ -67,4 +75,4 @@ run: $(MODELS)
 	$(BIN)/memoryos up --demo
 
 clean:
-	rm -rf $(VENV) .memoryos .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .memoryos .pytest_cache .mypy_cache .ruff_cache $(TS)/node_modules $(TS)/dist

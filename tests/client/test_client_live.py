@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -16,12 +15,10 @@ import pytest_asyncio
 from evaluation.fake_openai import FakeOpenAI
 from memoryos_client import AsyncMemoryClient, ConnectionFailed, InvalidInput, MemoryClient
 from streams.broker import free_port
-from tests.support.paths import ROOT
+from tests.support.readme import DEFAULT_URL, python_quick_start
 from tests.support.stacks import UpProcess, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-README = ROOT / "README.md"
-DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +51,8 @@ async def up(
         process.terminate()
 
 
-def quick_start() -> str:
-    [block] = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
-    return str(block)
-
-
 async def test_the_readme_quick_start_runs_as_written(up: UpProcess) -> None:
-    code = quick_start()
-    assert DEFAULT_URL in code  # as written: `memoryos up` on its default port
+    code = python_quick_start()
     output = io.StringIO()
 
     def run() -> None:

@@ -5,7 +5,6 @@ quick start runs with that virtualenv's Python against `memoryos up`."""
 from __future__ import annotations
 
 import asyncio
-import re
 import subprocess
 import venv
 from collections.abc import AsyncIterator
@@ -15,13 +14,13 @@ import pytest
 import pytest_asyncio
 
 from tests.support.paths import ROOT
+from tests.support.readme import DEFAULT_URL, python_quick_start
 from tests.support.stacks import UpProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 SERVER_ONLY = {"torch", "faust-streaming", "aiokafka", "qdrant-client", "qdrant-edge-py", "fastapi",
                "openai", "sentence-transformers", "onnxruntime", "memoryos-streams"}  # fmt: skip
-DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +76,7 @@ async def test_the_client_installs_alone_without_the_server(client_env: Path) ->
 async def test_the_readme_quick_start_runs_in_that_virtualenv(
     client_env: Path, up: UpProcess, tmp_path: Path
 ) -> None:
-    [code] = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
-    assert DEFAULT_URL in code, "as written: `memoryos up` on its default port"
+    code = python_quick_start()
     script = tmp_path / "quick_start.py"
     script.write_text(code.replace(DEFAULT_URL, up.url))
     run = await asyncio.to_thread(

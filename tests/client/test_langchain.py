@@ -5,7 +5,10 @@ page and fact metadata; sync and async."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import contextlib
+import io
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +23,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from memoryos_client import AsyncMemoryClient, MemoryClient
 from memoryos_client.langchain import MemoryOSChatMessageHistory, MemoryOSRetriever
+from tests.support.readme import DEFAULT_URL, langchain_quick_start
 from tests.support.stacks import UpProcess, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
@@ -128,3 +132,22 @@ async def test_a_lone_message_goes_as_a_bus_message_and_clear_forgets(up: UpProc
         ]
         await history.aclear()
         assert await history.aget_messages() == []
+
+
+async def test_the_readme_langchain_quick_start_runs_as_written(up: UpProcess) -> None:
+    code = langchain_quick_start().replace(DEFAULT_URL, up.url)
+    output = io.StringIO()
+
+    def run() -> None:
+        with contextlib.redirect_stdout(output):
+            exec(compile(code, "README.md", "exec"), {})
+
+    await asyncio.wait_for(asyncio.to_thread(run), 120)
+    kinds = ast.literal_eval(output.getvalue().strip())  # the kinds it printed
+    assert set(kinds) <= {"page", "user_knowledge", "agent_trait"}, kinds
+    async with AsyncMemoryClient(up.url) as memory:
+
+        async def stored() -> bool:
+            return bool((await memory.get_memory("carol")).short_term)
+
+        await eventually(stored, 60)  # the history it wrote is the user's memory

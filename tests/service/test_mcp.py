@@ -26,18 +26,17 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.types import CallToolResult, TextContent
 
 from evaluation.fake_openai import FakeOpenAI
 from memory.dates import MONTHS
-from schemas.tenants import Scope
 from schemas.turn import MAX_TEXT_CHARS
 from service.mcp import build_server
 from streams.broker import free_port
 from streams.stack import Stack
+from tests.support.mcp import FactsApp, error_text, structured
 from tests.support.paths import ROOT
 from tests.support.stacks import eventually, running_stack
-from tests.support.tenant_app import TenantApp, tenant_app
+from tests.support.tenant_app import tenant_app
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module")]  # the stack's tests: integration
 
@@ -86,18 +85,6 @@ def url_of(stack: Stack) -> str:
 
 def environment() -> dict[str, str]:
     return {**os.environ, "MEMORYOS_API_KEYS": API_KEY, "PYTHONPATH": str(ROOT)}
-
-
-def structured(result: CallToolResult) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    content: dict[str, Any] | None = result.structured_content
-    assert content is not None
-    return content
-
-
-def error_text(result: CallToolResult) -> str:
-    assert result.is_error
-    return " ".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 @pytest.mark.integration
@@ -342,17 +329,6 @@ async def test_a_bad_facts_argument_is_refused_before_any_call(
     async with Client(server) as client:
         assert named in error_text(await client.call_tool(tool, arguments))
     assert recorder.requests == []
-
-
-class FactsApp:
-    """The real HTTP app over the in-memory pipeline (``tenant_app``), as MCP tools."""
-
-    def __init__(self, made: TenantApp) -> None:
-        self.pipeline, self.app, self.keys = made.pipeline, made.app, made.keys
-
-    async def tools(self, tenant: str, scopes: tuple[Scope, ...]) -> Client:
-        _, secret = await self.keys.create(tenant, scopes)
-        return Client(build_server("http://memoryos", secret, httpx.ASGITransport(self.app)))
 
 
 @pytest_asyncio.fixture(loop_scope="module")

@@ -12,7 +12,7 @@ import pytest_asyncio
 from fastapi.routing import APIRoute
 
 from service.mcp import build_server
-from tests.service.test_mcp import FactsApp, error_text, structured
+from tests.support.mcp import FactsApp, error_text, structured
 from tests.support.tenant_app import tenant_app
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
