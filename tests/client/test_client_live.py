@@ -96,6 +96,11 @@ async def test_every_route_through_the_sync_client(up: UpProcess) -> None:
             assert {"wa-1", "mail-1"} <= channels
             found = memory.retrieve("carol", "parcel", assistant_id="billing", top_k=3)
             assert (found.user_profile, found.agent_profile) == (profile.profile, bot.profile)
+            assert memory.get_history("carol", limit=50).turns
+            lines = memory.export_memory("carol")  # open on loopback: the operator
+            assert lines[0].startswith('{"format":"memoryos-export/')
+            pages = sum('"collection":"pages"' in line for line in lines)
+            assert memory.import_memory(lines).imported["pages"] == pages, "upserted as they are"
             draft = memory.respond("carol", "Draft a delay note", remember=False)
             assert draft.response
             assert draft.remembered is False

@@ -19,6 +19,8 @@ from memoryos_client.models import (
     FactAccepted,
     FactHistory,
     FactList,
+    HistoryResponse,
+    Imported,
     KeyCreated,
     KeyList,
     KeyOut,
@@ -43,6 +45,13 @@ class Call(Generic[Result]):
     path: str
     parse: Callable[[httpx.Response], Result]
     body: Any = None
+    ndjson: bytes | None = None  # a body of JSON lines instead (import)
+
+    def request(self) -> dict[str, Any]:
+        """What httpx's ``request`` takes besides the method and path."""
+        if self.ndjson is not None:
+            return {"content": self.ndjson, "headers": {"content-type": "application/x-ndjson"}}
+        return {"json": self.body}
 
 
 def _id(value: str) -> str:
@@ -241,6 +250,24 @@ def revoke_key(key_id: str) -> Call[KeyOut]:
 def list_users(cursor: str | None, limit: int) -> Call[UserList]:
     query = f"?limit={limit}" + (f"&cursor={_id(cursor)}" if cursor else "")
     return Call("GET", f"/v1/users{query}", _model(UserList))
+
+
+def get_history(user_id: str, limit: int) -> Call[HistoryResponse]:
+    return Call("GET", f"/v1/users/{_id(user_id)}/history?limit={limit}", _model(HistoryResponse))
+
+
+def export_memory(user_id: str | None) -> Call[list[str]]:
+    query = f"?user_id={_id(user_id)}" if user_id else ""
+    return Call("GET", f"/v1/export{query}", _lines)
+
+
+def import_memory(lines: Sequence[str]) -> Call[Imported]:
+    content = "".join(f"{line.rstrip()}\n" for line in lines).encode()
+    return Call("POST", "/v1/import", _model(Imported), ndjson=content)
+
+
+def _lines(response: httpx.Response) -> list[str]:
+    return [line for line in response.text.splitlines() if line.strip()]
 
 
 def health() -> Call[JSON]:

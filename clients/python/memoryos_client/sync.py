@@ -18,6 +18,8 @@ from memoryos_client.models import (
     FactAccepted,
     FactHistory,
     FactList,
+    HistoryResponse,
+    Imported,
     KeyCreated,
     KeyOut,
     MemoryResponse,
@@ -59,7 +61,7 @@ class MemoryClient:
 
     def _send(self, call: calls.Call[Result]) -> Result:
         try:
-            response = self._http.request(call.method, call.path, json=call.body)
+            response = self._http.request(call.method, call.path, **call.request())
         except httpx.HTTPError as exc:
             raise ConnectionFailed(f"no reply from {self._http.base_url}: {exc!r}") from exc
         return call.parse(calls.checked(response))
@@ -148,6 +150,18 @@ class MemoryClient:
 
     def get_memory(self, user_id: str) -> MemoryResponse:
         return self._send(calls.get_memory(user_id))
+
+    def get_history(self, user_id: str, limit: int = 20) -> HistoryResponse:
+        """The user's recent pipeline history: where each turn is, and what failed."""
+        return self._send(calls.get_history(user_id, limit))
+
+    def export_memory(self, user_id: str | None = None) -> list[str]:
+        """The tenant's memory (or one user's) as NDJSON lines, the header first (admin)."""
+        return self._send(calls.export_memory(user_id))
+
+    def import_memory(self, lines: Sequence[str]) -> Imported:
+        """Load an export's lines into this deployment (the operator's key)."""
+        return self._send(calls.import_memory(lines))
 
     def forget_user(self, user_id: str) -> DeletedCounts:
         return self._send(calls.forget_user(user_id)).deleted
