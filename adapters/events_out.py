@@ -13,8 +13,6 @@ Kafka the topic is durable and ``NoOutbox`` is used.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -25,7 +23,7 @@ from adapters.deps import Send
 from adapters.journal import Entry
 from adapters.metrics import Metrics
 from adapters.settings import Settings
-from schemas.errors import JournalError
+from adapters.sqlite_file import SqliteFile
 from schemas.events import MemoryEvent
 from schemas.topics import user_key
 
@@ -71,52 +69,32 @@ CREATE TABLE IF NOT EXISTS outbox (
 class SqliteOutbox:
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise JournalError(
-                f"the event outbox {path} cannot be opened ({exc}); it holds events not yet "
-                "delivered to the webhooks: keep a copy, then move it aside to start without it"
-            ) from None
+        self._file = SqliteFile(
+            path,
+            _SCHEMA,
+            "the event outbox",
+            "It holds events not yet delivered to the webhooks: keep a copy, then move it aside "
+            "to start without it",
+        )
 
     async def keep(self, rows: Sequence[tuple[str, str, bytes]]) -> None:
         sql = "INSERT OR IGNORE INTO outbox (event_id, user_id, value) VALUES (?, ?, ?)"
-        await self._run(sql, list(rows))
+        await self._file.write(sql, list(rows))
 
     async def pending(self, limit: int = 10_000, after: int = 0) -> list[Entry]:
         def read() -> list[Entry]:
             sql = "SELECT seq, user_id, event_id, value FROM outbox WHERE seq > ? ORDER BY seq"
-            with self._lock:
-                rows = self._db.execute(f"{sql} LIMIT ?", (after, limit))
+            with self._file.lock:
+                rows = self._file.db.execute(f"{sql} LIMIT ?", (after, limit))
                 return [Entry(int(s), str(u), str(e), bytes(v)) for s, u, e, v in rows]
 
         return await asyncio.to_thread(read)
 
     async def settle(self, event_ids: Sequence[str]) -> None:
-        await self._run("DELETE FROM outbox WHERE event_id = ?", [(e,) for e in event_ids])
+        await self._file.write("DELETE FROM outbox WHERE event_id = ?", [(e,) for e in event_ids])
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    async def _run(self, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
-        if not rows:
-            return
-
-        def write() -> None:
-            with self._lock:
-                try:
-                    with self._db:  # one transaction, committed (and fsynced) on exit
-                        self._db.executemany(sql, rows)
-                except sqlite3.Error as exc:
-                    raise JournalError(f"the event outbox {self.path} failed: {exc}") from exc
-
-        await asyncio.to_thread(write)
+        self._file.close()
 
 
 def open_outbox(settings: Settings, embedded: bool) -> Outbox:

@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from adapters.settings import Settings
+from adapters.sqlite_file import SqliteFile
 from memory.ids import page_id
 from schemas.codec import dumps
-from schemas.errors import JournalError
 from schemas.facts import FactEdit
 from schemas.message import MessageEvent
 from schemas.turn import TurnEvent
@@ -170,21 +169,17 @@ class SqliteJournal:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._file = SqliteFile(
+            path,
+            _SCHEMA,
+            "the turn journal",
+            "It holds acknowledged turns and messages not yet stored, so nothing starts over it: "
+            "keep a copy, then move it aside to start with an empty journal (what only it held "
+            "is lost)",
+        )
+        self._db, self._lock, self._run = self._file.db, self._file.lock, self._file.write
         # (table, seq) of messages stored and fact edits applied, settled after a flush
         self._queued: list[tuple[str, int]] = []
-        try:
-            self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise JournalError(
-                f"the journal {path} cannot be opened ({exc}). It holds acknowledged turns and "
-                "messages not yet stored, so nothing starts over it: keep a copy, then move it "
-                "aside to start with an empty journal (what only it held is lost)"
-            ) from None
 
     async def append(self, turns: Sequence[TurnEvent]) -> None:
         rows = [(t.user_id, page_id(t.user_id, t.turn_id), dumps(t)) for t in turns]
@@ -280,19 +275,4 @@ class SqliteJournal:
         return await asyncio.to_thread(probe)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    async def _run(self, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
-        if not rows:
-            return
-
-        def write() -> None:
-            with self._lock:
-                try:
-                    with self._db:  # one transaction, committed (and fsynced) on exit
-                        self._db.executemany(sql, rows)
-                except sqlite3.Error as exc:
-                    raise JournalError(f"the turn journal {self.path} failed: {exc}") from exc
-
-        await asyncio.to_thread(write)
+        self._file.close()

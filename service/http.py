@@ -239,7 +239,10 @@ def create_http_app(
     """The HTTP app; ``api=False`` (a worker) serves only health and metrics. ``tenant_keys``:
     where tenants' keys are kept (None: the operator's keys only)."""
     # Swagger UI and ReDoc from files in the wheel: the CDN's /docs is blank offline.
-    app = FastAPIOffline(title="MemoryOS Streams", version="0.1.0")
+    # No redirect to the same path with or without a trailing slash: a client that follows it
+    # (fetch does, keeping the method) would turn DELETE /v1/users/bob/facts/.. into a DELETE
+    # of the user once the dot segment is resolved; every route has one spelling.
+    app = FastAPIOffline(title="MemoryOS Streams", version="0.1.0", redirect_slashes=False)
     describe_operations(app)
     keys = settings.api_key_list
     gate = Gatekeeper(keys, tenant_keys, parse_limit(settings.rate_limit))

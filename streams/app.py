@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -275,19 +275,12 @@ def _attach(app: faust.App, channel: Any, stage: Stage, settings: Settings) -> N
             functools.partial(stage.handle_run, done=_acknowledge),
             stage.run_max,
         )
+
+        async def submit(item: Consumed[Any]) -> None:
+            await dispatcher.submit(runner.user_of(item.record), item)
+
         try:
-            async for events in stream.take_events(
-                settings.batch_size, within=settings.batch_timeout_s
-            ):
-                for event in events:
-                    event.message.incref()
-                items = await stage.prepare(events)
-                prepared = {id(item.source.event) for item in items}
-                for event in events:
-                    if id(event) not in prepared:  # dead-lettered while decoding
-                        event.ack()
-                for item in items:
-                    await dispatcher.submit(runner.user_of(item.record), item)
+            await _take(stream, settings, stage.prepare, submit)
         finally:
             await dispatcher.close()
 
@@ -302,24 +295,34 @@ def _attach_webhooks(app: faust.App, channel: Any, stage: WebhookStage, settings
     async def agent(stream: Any) -> None:
         dispatcher: KeyedDispatcher[Any] = KeyedDispatcher(settings.max_pending_events)
         try:
-            async for events in stream.take_events(
-                settings.batch_size, within=settings.batch_timeout_s
-            ):
-                for event in events:
-                    event.message.incref()
-                items = await stage.prepare(events)
-                prepared = {id(item.source.event) for item in items}
-                for event in events:
-                    if id(event) not in prepared:  # dead-lettered while decoding
-                        event.ack()
-                for item in items:
-                    await stage.submit(dispatcher, item)
+            await _take(
+                stream, settings, stage.prepare, functools.partial(stage.submit, dispatcher)
+            )
         finally:
             await dispatcher.close()
             await stage.poster.close()
 
     agent.__name__ = agent.__qualname__ = "memoryos_webhooks"
     app.agent(channel, name="memoryos.webhooks")(agent)
+
+
+async def _take(
+    stream: Any,
+    settings: Settings,
+    prepare: Callable[[Sequence[Any]], Awaitable[list[Consumed[Any]]]],
+    submit: Callable[[Consumed[Any]], Awaitable[None]],
+) -> None:
+    """Batches from the stream, decoded, each record handed on; the agent's whole loop."""
+    async for events in stream.take_events(settings.batch_size, within=settings.batch_timeout_s):
+        for event in events:
+            event.message.incref()
+        items = await prepare(events)
+        prepared = {id(item.source.event) for item in items}
+        for event in events:
+            if id(event) not in prepared:  # dead-lettered while decoding
+                event.ack()
+        for item in items:
+            await submit(item)
 
 
 def _subject(event: MemoryEvent) -> str:

@@ -151,3 +151,26 @@ async def test_the_readme_langchain_quick_start_runs_as_written(up: UpProcess) -
             return bool((await memory.get_memory("carol")).short_term)
 
         await eventually(stored, 60)  # the history it wrote is the user's memory
+    with MemoryClient(up.url) as client:  # and the retriever finds it there
+        docs = MemoryOSRetriever(client=client, user_id="carol").invoke("cat")
+    pages = [doc.page_content for doc in docs if doc.metadata["kind"] == "page"]
+    assert pages == ["User: My cat is called Tofu.\nAssistant: Cute!"]
+
+
+async def test_a_tool_calling_run_pairs_the_question_with_the_answer() -> None:
+    """An AI message that only calls a tool is not the answer; tool and system messages are
+    the chain's; a question left without an answer goes alone."""
+    from langchain_core.messages import SystemMessage, ToolMessage
+
+    from memoryos_client.langchain import _turns
+
+    call = AIMessage("", tool_calls=[{"name": "orders", "args": {}, "id": "c1"}])
+    run = [
+        SystemMessage("You are a support agent."),
+        HumanMessage("Where is my parcel?"),
+        call,
+        ToolMessage("shipped", tool_call_id="c1"),
+        AIMessage("It shipped today."),
+        HumanMessage("Thanks!"),
+    ]
+    assert _turns(run) == [("Where is my parcel?", "It shipped today."), ["user", "Thanks!"]]

@@ -17,6 +17,7 @@ from memoryos_client.errors import (
     RateLimited,
     ServiceUnavailable,
     Unauthorized,
+    UnexpectedReply,
 )
 from memoryos_client.sync import MemoryClient
 
@@ -35,4 +36,5 @@ __all__ = [
     "RateLimited",
     "ServiceUnavailable",
     "Unauthorized",
+    "UnexpectedReply",
 ]

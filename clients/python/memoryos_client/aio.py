@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import httpx
 
 from memoryos_client import calls
-from memoryos_client.errors import ConnectionFailed, ServiceUnavailable
+from memoryos_client.errors import ConnectionFailed, ServiceUnavailable, UnexpectedReply
 from memoryos_client.models import (
     AssistantProfile,
     BatchAccepted,
@@ -59,7 +59,11 @@ class AsyncMemoryClient:
             response = await self._http.request(call.method, call.path, **call.request())
         except httpx.HTTPError as exc:
             raise ConnectionFailed(f"no reply from {self._http.base_url}: {exc!r}") from exc
-        return call.parse(calls.checked(response))
+        checked = calls.checked(response)
+        try:
+            return call.parse(checked)
+        except ValueError as exc:  # not JSON, or not the API's model
+            raise UnexpectedReply(checked.status_code, f"an unexpected reply: {exc}") from exc
 
     # --- turns and messages in ---
 

@@ -55,6 +55,10 @@ class Call(Generic[Result]):
 
 
 def _id(value: str) -> str:
+    """One path segment. Empty, "." and ".." are refused: a URL's dot segments are resolved
+    away, so `delete_fact(user, "..")` would otherwise reach DELETE /v1/users/{user}."""
+    if value in ("", ".", ".."):
+        raise ValueError(f"an id cannot be {value!r}")
     return quote(value, safe="")
 
 
@@ -77,8 +81,8 @@ def _model(model: type[Model]) -> Callable[[httpx.Response], Model]:
 
 
 def checked(response: httpx.Response) -> httpx.Response:
-    """The response, or its error as an exception."""
-    if response.status_code < 400:
+    """The response, or its error as an exception (a redirect too: the API sends none)."""
+    if response.status_code < 300:
         return response
     try:
         body = response.json()
@@ -239,7 +243,7 @@ def create_key(
 
 
 def list_keys(tenant: str | None) -> Call[KeyList]:
-    query = f"?tenant={_id(tenant)}" if tenant else ""
+    query = f"?tenant={_id(tenant)}" if tenant is not None else ""
     return Call("GET", f"/v1/keys{query}", _model(KeyList))
 
 
@@ -248,7 +252,7 @@ def revoke_key(key_id: str) -> Call[KeyOut]:
 
 
 def list_users(cursor: str | None, limit: int) -> Call[UserList]:
-    query = f"?limit={limit}" + (f"&cursor={_id(cursor)}" if cursor else "")
+    query = f"?limit={limit}" + (f"&cursor={_id(cursor)}" if cursor is not None else "")
     return Call("GET", f"/v1/users{query}", _model(UserList))
 
 
@@ -257,7 +261,7 @@ def get_history(user_id: str, limit: int) -> Call[HistoryResponse]:
 
 
 def export_memory(user_id: str | None) -> Call[list[str]]:
-    query = f"?user_id={_id(user_id)}" if user_id else ""
+    query = f"?user_id={_id(user_id)}" if user_id is not None else ""
     return Call("GET", f"/v1/export{query}", _lines)
 
 

@@ -28,6 +28,11 @@ class APIError(MemoryOSClientError):
         self.retry_after_s = retry_after_s  # the Retry-After header, when the service sent one
 
 
+class UnexpectedReply(APIError):
+    """A 2xx the client cannot read (not JSON, or not the API's model: another service at
+    the URL, or a server newer than this client), or a redirect, which the API never sends."""
+
+
 class BadRequest(APIError):
     """400: the body is not valid JSON."""
 

@@ -34,8 +34,9 @@ class MemoryOSChatMessageHistory(BaseChatMessageHistory):
     ``add_messages``: a human message followed by an AI message is one turn; a message left
     without its partner goes as a bus message of ``conversation_id`` (the pipeline pairs it
     with the reply when that comes, or keeps it alone after MEMORYOS_PAIRING_WAIT_S).
-    ``messages``: the short-term window (the user's newest pages), oldest first, each page a
-    human and an AI message. Memory is asynchronous: a turn just added shows here moments
+    ``messages``: the short-term window's pages of ``conversation_id`` (the user's newest),
+    oldest first, each a human and an AI message; what the user said on other channels comes
+    through ``MemoryOSRetriever``. Memory is asynchronous: a turn just added shows here moments
     later. ``clear`` forgets the user (DELETE): everything MemoryOS holds of them, not only
     this window.
     """
@@ -59,12 +60,13 @@ class MemoryOSChatMessageHistory(BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        return _window(self.client.get_memory(self.user_id))
+        return _window(self.client.get_memory(self.user_id), self.conversation_id)
 
     async def aget_messages(self) -> list[BaseMessage]:
         if self.async_client is None:
             return await super().aget_messages()
-        return _window(await self.async_client.get_memory(self.user_id))
+        memory = await self.async_client.get_memory(self.user_id)
+        return _window(memory, self.conversation_id)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         for turn in _turns(messages):
@@ -179,29 +181,34 @@ def _fact_document(fact: Scored, kind: str) -> Document:
     return Document(page_content=fact.text, metadata=metadata, id=fact.fact_id)
 
 
-def _window(memory: MemoryResponse) -> list[BaseMessage]:
+def _window(memory: MemoryResponse, conversation_id: str) -> list[BaseMessage]:
+    """This conversation's pages of the STM window (other channels' are the retriever's)."""
     messages: list[BaseMessage] = []
     for page in memory.short_term:
-        messages += [HumanMessage(page.query), AIMessage(page.response)]
+        if page.conversation_id == conversation_id:
+            messages += [HumanMessage(page.query), AIMessage(page.response)]
     return messages
 
 
 def _turns(messages: Sequence[BaseMessage]) -> list[tuple[str, str] | list[str]]:
-    """Human then AI: a turn (query, response); anything else alone: [role, text]."""
+    """Human then the AI's answer: a turn (query, response); a message alone: [role, text].
+
+    An AI message that only calls tools is the chain at work, not an answer: skipped, as are
+    tool and system messages; the answer after the tool results pairs with the question."""
     out: list[tuple[str, str] | list[str]] = []
     pending: str | None = None
     for message in messages:
-        text = str(message.text)  # the message's text parts, joined (a str in every version)
-        if isinstance(message, HumanMessage):
+        text = str(message.text).strip()  # the text parts, joined (a str in every version)
+        if isinstance(message, HumanMessage) and text:
             if pending is not None:
                 out.append(["user", pending])
             pending = text
-        elif isinstance(message, AIMessage) and pending is not None:
-            out.append((pending, text))
-            pending = None
-        elif isinstance(message, AIMessage):
-            out.append(["assistant", text])
-        # system and tool messages are the chain's, not the user's memory
+        elif isinstance(message, AIMessage) and text:
+            if pending is not None:
+                out.append((pending, text))
+                pending = None
+            else:
+                out.append(["assistant", text])
     if pending is not None:
         out.append(["user", pending])
     return out

@@ -78,6 +78,8 @@ export class APIError extends Error {
     this.name = new.target.name;
   }
 }
+/** A 2xx that is not JSON (another service at the URL), or a redirect, which the API never sends. */
+export class UnexpectedReply extends APIError {}
 export class BadRequest extends APIError {}
 export class Unauthorized extends APIError {}
 export class Forbidden extends APIError {}
@@ -270,6 +272,10 @@ export class MemoryClient {
     const path = template.replace(/\{(\w+)\}/g, (_, key: string) => {
       const value = params[key];
       if (value === undefined) throw new TypeError(`${name}: ${key} is required`);
+      // a URL's dot segments are resolved away: "..", kept, would reach another route
+      if (value === "" || value === "." || value === "..") {
+        throw new TypeError(`${name}: ${key} cannot be ${JSON.stringify(value)}`);
+      }
       return encodeURIComponent(value);
     });
     const search = new URLSearchParams();
@@ -286,12 +292,18 @@ export class MemoryClient {
     }
     let reply: Response;
     try {
-      reply = await this.fetcher(url, { method, headers, body: payload });
+      reply = await this.fetcher(url, { method, headers, body: payload, redirect: "manual" });
     } catch (cause) {
       throw new ConnectionFailed(`no reply from ${this.baseUrl}: ${String(cause)}`, cause);
     }
     if (!reply.ok) throw await failure(reply);
-    return (read === "text" ? await reply.text() : await reply.json()) as T;
+    const text = await reply.text();
+    if (read === "text") return text as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new UnexpectedReply(reply.status, `an unexpected reply (not JSON): ${text.slice(0, 200)}`);
+    }
   }
 }
 

@@ -123,7 +123,16 @@ test("errors are typed exceptions with the service's message and field", async (
   await assert.rejects(nowhere.health(), ConnectionFailed);
 });
 
+test("an id a URL would resolve away is refused before any call", async () => {
+  for (const bad of ["", ".", ".."]) {
+    await assert.rejects(memory.deleteFact("ts-ann", bad), TypeError);
+    await assert.rejects(memory.forgetUser(bad), TypeError);
+  }
+  assert.ok((await memory.getMemory("ts-ann")).short_term.length > 0, "ts-ann still remembered");
+});
+
 test("forget: a user's memory is gone", async () => {
-  await memory.forgetUser("ts-bob");
-  await eventually(async () => (await memory.getMemory("ts-bob")).short_term.length === 0);
+  const deleted = await memory.forgetUser("ts-ann");
+  assert.ok(deleted.deleted.short_term > 0, "ts-ann had pages");
+  await eventually(async () => (await memory.getMemory("ts-ann")).short_term.length === 0);
 });
