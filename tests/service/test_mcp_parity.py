@@ -4,12 +4,15 @@ over the in-memory pipeline, with the key's tenant, scopes and the service's own
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 import pytest_asyncio
 from fastapi.routing import APIRoute
+from mcp import Client
 
 from service.mcp import build_server
 from tests.support.mcp import FactsApp, error_text, structured
@@ -126,3 +129,54 @@ async def test_the_new_tools_keep_the_keys_tenant_and_scopes(app: FactsApp) -> N
     async with await app.tools("zeta", ("read", "admin")) as other:
         assert structured(await other.call_tool("get_history", {"user_id": "amy"}))["turns"] == []
         assert structured(await other.call_tool("list_users", {}))["users"] == []
+
+
+FID = "00000000-0000-5000-8000-000000000000"
+ARGUMENTS: dict[str, dict[str, object]] = {
+    "add_turn": {"user_id": "bob", "query": "q", "response": "r", "turn_id": "t1",
+                 "assistant_id": "bot", "channel": "web", "conversation_id": "c1"},
+    "add_turns": {"turns": [{"user_id": "bob", "query": "q", "response": "r"}]},
+    "add_messages": {"messages": [{"user_id": "bob", "conversation_id": "c", "role": "user",
+                                   "text": "hi"}]},
+    "retrieve_memory": {"user_id": "bob", "query": "q"},
+    "respond": {"user_id": "bob", "query": "q"},
+    "get_memory": {"user_id": "bob"},
+    "get_history": {"user_id": "bob"},
+    "set_user_profile": {"user_id": "bob", "profile": {"name": "Bob"}},
+    "set_assistant_profile": {"assistant_id": "bot", "profile": {"role": "r"}},
+    "get_assistant_profile": {"assistant_id": "bot"},
+    "forget_user": {"user_id": "bob"},
+    "list_facts": {"user_id": "bob"},
+    "add_fact": {"user_id": "bob", "text": "I keep bees."},
+    "edit_fact": {"user_id": "bob", "fact_id": FID, "pinned": True},
+    "delete_fact": {"user_id": "bob", "fact_id": FID},
+    "fact_history": {"user_id": "bob", "fact_id": FID},
+    "list_users": {},
+    "whoami": {},
+}  # fmt: skip
+FILLED = {"user_id": "bob", "assistant_id": "bot", "fact_id": FID}
+
+
+async def test_each_tool_calls_the_route_it_stands_for() -> None:
+    """The map above, checked: each tool's request goes to its route with its method."""
+    assert set(ARGUMENTS) == set(COUNTERPART.values())
+    sent: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={})
+
+    server = build_server("http://memoryos", "key", httpx.MockTransport(record))
+    bodies: dict[str, bytes] = {}
+    async with Client(server) as client:
+        for (method, template), tool in COUNTERPART.items():
+            sent.clear()
+            result = await client.call_tool(tool, ARGUMENTS[tool])
+            assert not result.is_error, (tool, result.content)
+            (request,) = sent
+            path = template.format(**FILLED)
+            assert (request.method, request.url.path) == (method, path), tool
+            bodies[tool] = request.content
+    turn = json.loads(bodies["add_turn"])
+    fields = ("turn_id", "assistant_id", "channel", "conversation_id")
+    assert [turn[field] for field in fields] == ["t1", "bot", "web", "c1"], "add_turn's fields"
