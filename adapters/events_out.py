@@ -39,6 +39,11 @@ class Outbox(Protocol):
 
     async def settle(self, event_ids: Sequence[str]) -> None: ...
 
+    async def keep_failed(self, event_ids: Sequence[str]) -> None:
+        """Kept although finished: a webhook failed them (their dead letters live in the
+        embedded broker's memory only). The oldest past ``MAX_FAILED`` are let go."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -52,6 +57,9 @@ class NoOutbox:
     async def settle(self, event_ids: Sequence[str]) -> None:
         return None
 
+    async def keep_failed(self, event_ids: Sequence[str]) -> None:
+        return None
+
     def close(self) -> None:
         return None
 
@@ -61,9 +69,11 @@ CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     event_id TEXT NOT NULL UNIQUE,
     user_id TEXT NOT NULL,
-    value BLOB NOT NULL
+    value BLOB NOT NULL,
+    failed INTEGER NOT NULL DEFAULT 0
 );
 """
+MAX_FAILED = 100_000  # events a webhook failed, kept to be sent again at the next start
 
 
 class SqliteOutbox:
@@ -92,6 +102,16 @@ class SqliteOutbox:
 
     async def settle(self, event_ids: Sequence[str]) -> None:
         await self._file.write("DELETE FROM outbox WHERE event_id = ?", [(e,) for e in event_ids])
+
+    async def keep_failed(self, event_ids: Sequence[str]) -> None:
+        await self._file.write(
+            "UPDATE outbox SET failed = 1 WHERE event_id = ?", [(e,) for e in event_ids]
+        )
+        trim = (
+            "DELETE FROM outbox WHERE failed = 1 AND seq NOT IN "
+            "(SELECT seq FROM outbox WHERE failed = 1 ORDER BY seq DESC LIMIT ?)"
+        )
+        await self._file.write(trim, [(MAX_FAILED,)])
 
     def close(self) -> None:
         self._file.close()

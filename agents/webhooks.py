@@ -69,6 +69,12 @@ class WebhookStage:
         self.clock = clock
         self.outbox = outbox
         self.done = done
+        # Each webhook's share of the places (max_pending_events): a receiver that fails and
+        # holds its whole share has its next events dead-lettered at once, so that it cannot
+        # take the places every other webhook needs. One that is slow but answers is waited for.
+        self.share = max(1, settings.max_pending_events // max(1, len(self.hooks)))
+        self._holding = [0] * len(self.hooks)  # deliveries queued or running, per webhook
+        self._failing: set[int] = set()  # webhooks whose last attempt failed
 
     async def prepare(self, events: Sequence[Any]) -> list[Consumed[MemoryEvent]]:
         return await self.runner.decode_batch(events)
@@ -90,49 +96,69 @@ class WebhookStage:
             for index, hook in enumerate(self.hooks)
             if hook.wants(event.type) and (only is None or hook.ref == only)
         ]
-        owed = [len(wanted)]
+        owed, failed = [len(wanted)], [False]
         if not wanted:
             await self.finish(item)
             return
         raw = item.source.raw
         body = encode(event) if is_sealed(raw) else raw  # a replayed dead letter is sealed
 
-        def delivery(hook: Webhook) -> Callable[[], Awaitable[None]]:
+        def delivery(index: int, hook: Webhook) -> Callable[[], Awaitable[None]]:
             async def deliver() -> None:
                 try:
-                    await self.deliver(hook, event, body, item)
+                    failed[0] |= not await self.deliver(index, hook, event, body, item)
                 except Exception as exc:  # a bug: dead-lettered with it, never dropped
                     log.exception("delivering %s to %s failed", event.id, hook.name)
                     await self._dead_letter(hook, event, item, f"bug: {exc!r}", 1)
+                    failed[0] = True
                 finally:
+                    self._holding[index] -= 1
                     owed[0] -= 1
                     if owed[0] == 0:
-                        await self.finish(item)
+                        await self.finish(item, failed[0])
 
             return deliver
 
         for index, hook in wanted:
-            await dispatcher.submit(f"{index}/{event.subject}", delivery(hook))
+            if index in self._failing and self._holding[index] >= self.share:
+                # its share is held by deliveries to a receiver that fails: this one would
+                # take a place every other webhook needs
+                why = f"{self._holding[index]} deliveries already wait for a failing receiver"
+                await self._dead_letter(hook, event, item, why, 0)
+                failed[0], owed[0] = True, owed[0] - 1
+                continue
+            self._holding[index] += 1
+            await dispatcher.submit(f"{index}/{event.subject}", delivery(index, hook))
+        if owed[0] == 0:
+            await self.finish(item, failed[0])
 
-    async def finish(self, item: Consumed[Any]) -> None:
-        """Settled in the outbox, then acknowledged. A settle that fails leaves the event to
-        be sent again after a restart, with its id: a duplicate a receiver drops."""
+    async def finish(self, item: Consumed[Any], failed: bool = False) -> None:
+        """Settled in the outbox, then acknowledged; an event a webhook failed is kept there
+        instead (the embedded broker's dead letters do not outlive it), and a restart sends it
+        again. A settle that fails leaves the event to be sent again after a restart, with its
+        id: a duplicate a receiver drops."""
         try:
-            await self.outbox.settle([item.record.id])
+            if failed:
+                await self.outbox.keep_failed([item.record.id])
+            else:
+                await self.outbox.settle([item.record.id])
         except Exception as exc:
             log.warning("the outbox did not settle event %s (%r)", item.record.id, exc)
         self.done(item)
 
     async def deliver(
-        self, hook: Webhook, event: MemoryEvent, body: bytes, item: Consumed[Any]
-    ) -> None:
+        self, index: int, hook: Webhook, event: MemoryEvent, body: bytes, item: Consumed[Any]
+    ) -> bool:
+        """Delivered (True), or dead-lettered with the reason (False)."""
         settings, name = self.settings, hook.name
         why, attempt = "", 0
         for attempt in range(1, settings.webhook_attempts + 1):
             status, why = await self._attempt(hook, event.id, body)
             if status is not None and 200 <= status < 300:
+                self._failing.discard(index)
                 self.metrics.webhook_deliveries.labels(webhook=name, outcome="delivered").inc()
-                return
+                return True
+            self._failing.add(index)
             if status is not None and status < 500 and status not in RETRIED_STATUS:
                 why += " (a redirect is not followed)" if 300 <= status < 400 else ""
                 break  # a refusal: the same request would be refused again
@@ -141,6 +167,7 @@ class WebhookStage:
                 delay = settings.webhook_backoff_s * BACKOFF_FACTOR ** (attempt - 1)
                 await asyncio.sleep(min(delay, MAX_BACKOFF_S))
         await self._dead_letter(hook, event, item, why, attempt)
+        return False
 
     async def _dead_letter(
         self, hook: Webhook, event: MemoryEvent, item: Consumed[Any], why: str, attempts: int

@@ -92,7 +92,7 @@ class Harness:
             self.last_delete,
         )
         self.deleted_ms: dict[str, int] = {}
-        self.dispatcher: KeyedDispatcher[Work] = KeyedDispatcher(512)
+        self.dispatcher: KeyedDispatcher[Work] = KeyedDispatcher(self.settings.max_pending_events)
         self.offset = 0
 
     async def last_delete(self, user_id: str) -> int:
@@ -374,3 +374,31 @@ async def test_a_dead_letter_keeps_no_words_and_a_failing_delivery_is_never_drop
         assert orjson.loads(gone.value)["data"]["query"] is None
         assert len(bugs) == 2, "each webhook's failed delivery is a dead letter"
         assert all(b"a bug in delivery" in letter.headers["reason"] for letter in bugs)
+
+
+async def test_a_failing_receiver_holding_its_share_does_not_hold_up_another_webhook(
+    tmp_path: Path,
+) -> None:
+    """Four places for two webhooks: ``/hang`` (down) holds its two, and its next events go to
+    the dead letters at once instead of waiting for a place; ``/ok`` gets every event."""
+    with receiving() as receiver:
+        harness = Harness(
+            [receiver.hook("/hang"), receiver.hook("/ok")],
+            tmp_path,
+            max_pending_events=4,
+            webhook_timeout_s=0.5,
+            webhook_attempts=2,
+        )
+        try:
+            events = [page_event(f"u{n}", 1) for n in range(12)]  # one user each: no order
+            await harness.feed(events)
+            await until(lambda: len(receiver.at("/ok")) == len(events))
+            await harness.finished()
+            kept = await harness.outbox.pending()
+        finally:
+            await harness.close()
+        assert len(harness.dead) == len(events), "every event for /hang is a dead letter"
+        spilled = [d for d in harness.dead if b"already wait" in d.headers["reason"]]
+        assert spilled, "some went at once, without waiting for a place"
+        # failed for a webhook: kept in the outbox, sent again at the next start
+        assert sorted(entry.page_id for entry in kept) == sorted(e.id for e in events)
