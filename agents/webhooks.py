@@ -113,9 +113,11 @@ class WebhookStage:
                     failed[0] = True
                 finally:
                     self._holding[index] -= 1
-                    owed[0] -= 1
-                    if owed[0] == 0:
-                        await self.finish(item, failed[0])
+                # Not reached when cancelled (a stop): the event is then neither settled nor
+                # acknowledged, and is delivered again after the restart.
+                owed[0] -= 1
+                if owed[0] == 0:
+                    await self.finish(item, failed[0])
 
             return deliver
 

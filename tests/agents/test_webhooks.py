@@ -402,3 +402,23 @@ async def test_a_failing_receiver_holding_its_share_does_not_hold_up_another_web
         assert spilled, "some went at once, without waiting for a place"
         # failed for a webhook: kept in the outbox, sent again at the next start
         assert sorted(entry.page_id for entry in kept) == sorted(e.id for e in events)
+
+
+async def test_a_delivery_cut_by_a_stop_is_neither_settled_nor_acknowledged(
+    tmp_path: Path,
+) -> None:
+    """A stop cancels the deliveries under way: their events stay in the outbox and are not
+    acknowledged, so the restart delivers them (a crash leaves them so anyway)."""
+    with receiving() as receiver:
+        harness = Harness([receiver.hook("/hang")], tmp_path, webhook_timeout_s=60.0)
+        try:
+            event = page_event("ann", 1)
+            await harness.feed([event])
+            await until(lambda: receiver.attempts[("/hang", event.id)] == 1)
+            await harness.dispatcher.close()  # what the agent's stop does
+            kept = await harness.outbox.pending()
+        finally:
+            await harness.close()
+        assert [entry.page_id for entry in kept] == [event.id]
+        assert harness.acked == []
+        assert harness.dead == []
