@@ -3,9 +3,9 @@ webhooks are set), then ``memoryos.events``.
 
 The embedded broker keeps records in memory only, so an event a webhook has not had yet must be
 on disk in something we own, as an accepted turn is (adapters/journal.py): SQLite in WAL mode,
-``synchronous=FULL``. An event stays there until every webhook that wants it has it (or its
-failure is dead-lettered); the reconciler's start pass sends what is left again, with the same
-ids. A stage keeps an event before it writes the change the event describes, so a crash in
+``synchronous=FULL``. An event stays there until every webhook that wants it has it, and one a
+webhook failed stays too (its dead letter lives in the broker's memory); the reconciler's start
+pass sends what is left again, with the same ids. A stage keeps an event before it writes the change the event describes, so a crash in
 between leaves the event and the work owed, never the change without its event. With a real
 Kafka the topic is durable and ``NoOutbox`` is used.
 """
