@@ -5,9 +5,9 @@ The embedded broker keeps records in memory only, so an event a webhook has not 
 on disk in something we own, as an accepted turn is (adapters/journal.py): SQLite in WAL mode,
 ``synchronous=FULL``. An event stays there until every webhook that wants it has it, and one a
 webhook failed stays too (its dead letter lives in the broker's memory); the reconciler's start
-pass sends what is left again, with the same ids. A stage keeps an event before it writes the change the event describes, so a crash in
-between leaves the event and the work owed, never the change without its event. With a real
-Kafka the topic is durable and ``NoOutbox`` is used.
+pass sends what is left again, with the same ids. A stage keeps an event before it writes the
+change the event describes, so a crash in between leaves the event and the work owed, never the
+change without its event. With a real Kafka the topic is durable and ``NoOutbox`` is used.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 """
 MAX_FAILED = 100_000  # events a webhook failed, kept to be sent again at the next start
+TRIM_EVERY = 1_000  # failed events between two trims: the bound is MAX_FAILED plus this
 
 
 class SqliteOutbox:
@@ -86,6 +87,7 @@ class SqliteOutbox:
             "It holds events not yet delivered to the webhooks: keep a copy, then move it aside "
             "to start without it",
         )
+        self._failed_since_trim = TRIM_EVERY  # the first failure trims what a last run left
 
     async def keep(self, rows: Sequence[tuple[str, str, bytes]]) -> None:
         sql = "INSERT OR IGNORE INTO outbox (event_id, user_id, value) VALUES (?, ?, ?)"
@@ -107,11 +109,14 @@ class SqliteOutbox:
         await self._file.write(
             "UPDATE outbox SET failed = 1 WHERE event_id = ?", [(e,) for e in event_ids]
         )
-        trim = (
-            "DELETE FROM outbox WHERE failed = 1 AND seq NOT IN "
-            "(SELECT seq FROM outbox WHERE failed = 1 ORDER BY seq DESC LIMIT ?)"
-        )
-        await self._file.write(trim, [(MAX_FAILED,)])
+        self._failed_since_trim += len(event_ids)
+        if self._failed_since_trim >= TRIM_EVERY:  # a trim reads every failed row: not each time
+            self._failed_since_trim = 0
+            trim = (
+                "DELETE FROM outbox WHERE failed = 1 AND seq NOT IN "
+                "(SELECT seq FROM outbox WHERE failed = 1 ORDER BY seq DESC LIMIT ?)"
+            )
+            await self._file.write(trim, [(MAX_FAILED,)])
 
     def close(self) -> None:
         self._file.close()

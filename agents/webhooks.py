@@ -16,6 +16,7 @@ the base64 HMAC-SHA256 of ``id.timestamp.body`` with the webhook's secret. A 2xx
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -39,6 +40,7 @@ MAX_BACKOFF_S = 3600.0
 BACKOFF_FACTOR = 4.0
 WEBHOOK_HEADER = "webhook"  # a dead letter's webhook (``Webhook.ref``): its replay goes there only
 CONTENT_TYPE = "application/cloudevents+json"  # CloudEvents' structured mode over HTTP
+ROOM_CHECK_S = 1.0  # how often a wait for a webhook's place looks whether it now fails
 
 Done = Callable[[Consumed[Any]], None]
 
@@ -73,8 +75,14 @@ class WebhookStage:
         # holds its whole share has its next events dead-lettered at once, so that it cannot
         # take the places every other webhook needs. One that is slow but answers is waited for.
         self.share = max(1, settings.max_pending_events // max(1, len(self.hooks)))
+        self.reset()
+
+    def reset(self) -> None:
+        """A run starts with no delivery queued (a stop cancels the last run's, queued ones
+        included, so their counts go with them)."""
         self._holding = [0] * len(self.hooks)  # deliveries queued or running, per webhook
         self._failing: set[int] = set()  # webhooks whose last attempt failed
+        self._room = [asyncio.Event() for _ in self.hooks]  # set when one of its places frees
 
     async def prepare(self, events: Sequence[Any]) -> list[Consumed[MemoryEvent]]:
         return await self.runner.decode_batch(events)
@@ -97,8 +105,9 @@ class WebhookStage:
             if hook.wants(event.type) and (only is None or hook.ref == only)
         ]
         owed, failed = [len(wanted)], [False]
+        replay = only is not None
         if not wanted:
-            await self.finish(item)
+            await self.finish(item, replay=replay)
             return
         raw = item.source.raw
         body = encode(event) if is_sealed(raw) else raw  # a replayed dead letter is sealed
@@ -106,22 +115,25 @@ class WebhookStage:
         def delivery(index: int, hook: Webhook) -> Callable[[], Awaitable[None]]:
             async def deliver() -> None:
                 try:
-                    failed[0] |= not await self.deliver(index, hook, event, body, item)
+                    if not await self.deliver(index, hook, event, body, item):
+                        failed[0] = True  # set, never cleared: another webhook's success waits
                 except Exception as exc:  # a bug: dead-lettered with it, never dropped
                     log.exception("delivering %s to %s failed", event.id, hook.name)
                     await self._dead_letter(hook, event, item, f"bug: {exc!r}", 1)
                     failed[0] = True
                 finally:
                     self._holding[index] -= 1
+                    self._room[index].set()
                 # Not reached when cancelled (a stop): the event is then neither settled nor
                 # acknowledged, and is delivered again after the restart.
                 owed[0] -= 1
                 if owed[0] == 0:
-                    await self.finish(item, failed[0])
+                    await self.finish(item, failed[0], replay)
 
             return deliver
 
         for index, hook in wanted:
+            await self._room_for(index)
             if index in self._failing and self._holding[index] >= self.share:
                 # its share is held by deliveries to a receiver that fails: this one would
                 # take a place every other webhook needs
@@ -129,20 +141,29 @@ class WebhookStage:
                 await self._dead_letter(hook, event, item, why, 0)
                 failed[0], owed[0] = True, owed[0] - 1
                 continue
-            self._holding[index] += 1
             await dispatcher.submit(f"{index}/{event.subject}", delivery(index, hook))
+            self._holding[index] += 1  # counted once queued (no await since: it has not run)
         if owed[0] == 0:
-            await self.finish(item, failed[0])
+            await self.finish(item, failed[0], replay)
 
-    async def finish(self, item: Consumed[Any], failed: bool = False) -> None:
+    async def _room_for(self, index: int) -> None:
+        """Wait while the webhook holds its whole share and still answers: a slow receiver is
+        waited for (backpressure), one that fails is not (its next events spill)."""
+        while self._holding[index] >= self.share and index not in self._failing:
+            self._room[index].clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._room[index].wait(), ROOM_CHECK_S)
+
+    async def finish(self, item: Consumed[Any], failed: bool = False, replay: bool = False) -> None:
         """Settled in the outbox, then acknowledged; an event a webhook failed is kept there
         instead (the embedded broker's dead letters do not outlive it), and a restart sends it
-        again. A settle that fails leaves the event to be sent again after a restart, with its
-        id: a duplicate a receiver drops."""
+        again. A replay, for one webhook, settles nothing: another may still owe the event. A
+        settle that fails leaves the event to be sent again after a restart, with its id: a
+        duplicate a receiver drops."""
         try:
             if failed:
                 await self.outbox.keep_failed([item.record.id])
-            else:
+            elif not replay:
                 await self.outbox.settle([item.record.id])
         except Exception as exc:
             log.warning("the outbox did not settle event %s (%r)", item.record.id, exc)

@@ -294,6 +294,7 @@ def _attach_webhooks(app: faust.App, channel: Any, stage: WebhookStage, settings
 
     async def agent(stream: Any) -> None:
         dispatcher: KeyedDispatcher[Any] = KeyedDispatcher(settings.max_pending_events)
+        stage.reset()
         try:
             await _take(
                 stream, settings, stage.prepare, functools.partial(stage.submit, dispatcher)

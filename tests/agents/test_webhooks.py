@@ -422,3 +422,38 @@ async def test_a_delivery_cut_by_a_stop_is_neither_settled_nor_acknowledged(
         assert [entry.page_id for entry in kept] == [event.id]
         assert harness.acked == []
         assert harness.dead == []
+
+
+async def test_a_failure_is_not_undone_by_another_webhooks_later_success(tmp_path: Path) -> None:
+    """``/gone`` refuses at once while ``/slow`` is still answering: the event stays in the
+    outbox for ``/gone``, whatever ``/slow`` answers after."""
+    with receiving(slow_s=0.3) as receiver:
+        harness = Harness([receiver.hook("/slow"), receiver.hook("/gone")], tmp_path)
+        try:
+            event = page_event("ann", 1)
+            await harness.feed([event])
+            await harness.finished()
+            kept = await harness.outbox.pending()
+        finally:
+            await harness.close()
+        assert len(receiver.at("/slow")) == 1
+        assert [entry.page_id for entry in kept] == [event.id]
+
+
+async def test_a_replay_for_one_webhook_leaves_the_event_to_the_others(tmp_path: Path) -> None:
+    """A dead letter replayed to ``/ok`` is delivered, and the outbox keeps the event that
+    another webhook failed: its dead letter dies with the embedded broker."""
+    with receiving() as receiver:
+        harness = Harness([receiver.hook("/ok"), receiver.hook("/gone")], tmp_path)
+        try:
+            event = page_event("ann", 1)
+            await harness.feed([event])  # /ok delivered, /gone failed: kept
+            await harness.finished()
+            ok = harness.settings.webhook_list[0].ref.encode()
+            await harness.feed([event], headers=[(WEBHOOK_HEADER, ok)])  # the replay to /ok
+            await harness.finished()
+            kept = await harness.outbox.pending()
+        finally:
+            await harness.close()
+        assert len(receiver.at("/ok")) == 2
+        assert [entry.page_id for entry in kept] == [event.id]
