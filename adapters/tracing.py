@@ -105,12 +105,16 @@ def inject(headers: Headers) -> Headers:
 
 
 def _carrier(headers: Mapping[str, Any] | Sequence[tuple[str, Any]] | None) -> dict[str, str]:
+    return {name: value for name in (TRACEPARENT, "tracestate") if (value := header(headers, name))}
+
+
+def header(headers: Mapping[str, Any] | Sequence[tuple[str, Any]] | None, name: str) -> str | None:
+    """A record's header by name, as text (a Kafka record's headers are a list of pairs)."""
     items = headers.items() if isinstance(headers, Mapping) else (headers or ())
-    return {
-        key: value.decode("latin-1") if isinstance(value, bytes) else str(value)
-        for key, value in items
-        if key in (TRACEPARENT, "tracestate")
-    }
+    for key, value in items:
+        if key == name:
+            return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+    return None
 
 
 def context_headers(headers: Headers) -> dict[str, bytes]:

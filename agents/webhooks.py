@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from adapters import tracing
@@ -92,7 +92,7 @@ class WebhookStage:
     ) -> None:
         """Queue the event's deliveries; ``finish`` runs once the last of them ends."""
         event: MemoryEvent = item.record
-        only = _header(item.source.headers, WEBHOOK_HEADER)
+        only = tracing.header(item.source.headers, WEBHOOK_HEADER)
         if only is not None and await self._forgotten_since(event):
             # a dead letter replayed after its user's DELETE: it would come after the
             # receipt of the erasure, and say what was erased
@@ -238,11 +238,3 @@ class WebhookStage:
         finally:
             elapsed = time.perf_counter() - started
             self.metrics.webhook_seconds.labels(webhook=hook.name).observe(elapsed)
-
-
-def _header(headers: tracing.Headers, name: str) -> str | None:
-    items = headers.items() if isinstance(headers, Mapping) else (headers or ())
-    for key, value in items:
-        if key == name:
-            return bytes(value).decode("utf-8", "replace")
-    return None
