@@ -13,39 +13,10 @@ import pytest_asyncio
 from fastapi.routing import APIRoute
 
 from memoryos_client import AsyncMemoryClient, Forbidden, MemoryClient, UnexpectedReply
+from tests.support.api_routes import DOCS, PYTHON
 from tests.support.tenant_app import TenantApp, tenant_app
 
 ASYNC = pytest.mark.asyncio(loop_scope="module")
-
-METHOD_OF: dict[tuple[str, str], str] = {
-    ("POST", "/v1/users/{user_id}/turns"): "add_turn",
-    ("POST", "/v1/turns"): "add_turns",
-    ("POST", "/v1/messages"): "add_messages",
-    ("POST", "/v1/users/{user_id}/retrieve"): "retrieve",
-    ("POST", "/v1/users/{user_id}/respond"): "respond",
-    ("GET", "/v1/users/{user_id}/memory"): "get_memory",
-    ("GET", "/v1/users/{user_id}/history"): "get_history",
-    ("PUT", "/v1/users/{user_id}/profile"): "set_user_profile",
-    ("PUT", "/v1/assistants/{assistant_id}/profile"): "set_assistant_profile",
-    ("GET", "/v1/assistants/{assistant_id}/profile"): "get_assistant_profile",
-    ("DELETE", "/v1/users/{user_id}"): "forget_user",
-    ("GET", "/v1/users/{user_id}/facts"): "list_facts",
-    ("POST", "/v1/users/{user_id}/facts"): "add_fact",
-    ("PATCH", "/v1/users/{user_id}/facts/{fact_id}"): "edit_fact",
-    ("DELETE", "/v1/users/{user_id}/facts/{fact_id}"): "delete_fact",
-    ("GET", "/v1/users/{user_id}/facts/{fact_id}/history"): "fact_history",
-    ("GET", "/v1/users"): "list_users",
-    ("GET", "/v1/whoami"): "whoami",
-    ("POST", "/v1/keys"): "create_key",
-    ("GET", "/v1/keys"): "list_keys",
-    ("DELETE", "/v1/keys/{key_id}"): "revoke_key",
-    ("GET", "/v1/export"): "export_memory",
-    ("POST", "/v1/import"): "import_memory",
-    ("GET", "/healthz"): "health",
-    ("GET", "/readyz"): "ready",
-    ("GET", "/metrics"): "metrics",
-}
-DOCS = {"/docs", "/docs/oauth2-redirect", "/redoc"}
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -63,9 +34,9 @@ async def test_every_route_has_a_method_on_both_clients(app: TenantApp) -> None:
         if isinstance(route, APIRoute) and route.path not in DOCS
         for method in route.methods
     }
-    assert routes == set(METHOD_OF), "a route without a client method, or one that is gone"
+    assert routes == set(PYTHON), "a route without a client method, or one that is gone"
     for client in (MemoryClient, AsyncMemoryClient):
-        missing = [name for name in METHOD_OF.values() if not hasattr(client, name)]
+        missing = [name for name in PYTHON.values() if not hasattr(client, name)]
         assert not missing, f"{client.__name__} lacks {missing}"
 
 

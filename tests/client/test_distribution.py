@@ -15,7 +15,7 @@ import pytest_asyncio
 
 from tests.support.paths import ROOT
 from tests.support.readme import DEFAULT_URL, python_quick_start
-from tests.support.stacks import UpProcess
+from tests.support.stacks import UpProcess, up_running
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -40,13 +40,8 @@ def client_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def up(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[UpProcess]:
-    process = UpProcess(tmp_path_factory.mktemp("client-up"), MEMORYOS_STM_CAPACITY="3")
-    process.start()
-    try:
-        await process.wait_ready()
-        yield process
-    finally:
-        process.terminate()
+    async with up_running(tmp_path_factory.mktemp("client-up"), MEMORYOS_STM_CAPACITY="3") as up:
+        yield up
 
 
 def installed(python: Path) -> set[str]:

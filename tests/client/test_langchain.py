@@ -24,20 +24,15 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 from memoryos_client import AsyncMemoryClient, MemoryClient
 from memoryos_client.langchain import MemoryOSChatMessageHistory, MemoryOSRetriever
 from tests.support.readme import DEFAULT_URL, langchain_quick_start
-from tests.support.stacks import UpProcess, eventually
+from tests.support.stacks import UpProcess, eventually, up_running
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def up(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[UpProcess]:
-    process = UpProcess(tmp_path_factory.mktemp("langchain-up"), MEMORYOS_STM_CAPACITY="3")
-    process.start()
-    try:
-        await process.wait_ready()
-        yield process
-    finally:
-        process.terminate()
+    async with up_running(tmp_path_factory.mktemp("langchain-up"), MEMORYOS_STM_CAPACITY="3") as up:
+        yield up
 
 
 def support_bot(

@@ -15,49 +15,11 @@ from fastapi.routing import APIRoute
 from mcp import Client
 
 from service.mcp import build_server
+from tests.support.api_routes import DOCS, ROUTES, TOOLS
 from tests.support.mcp import FactsApp, error_text, structured
 from tests.support.tenant_app import tenant_app
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-Route = tuple[str, str]
-COUNTERPART: dict[Route, str] = {
-    ("POST", "/v1/users/{user_id}/turns"): "add_turn",
-    ("POST", "/v1/turns"): "add_turns",
-    ("POST", "/v1/messages"): "add_messages",
-    ("POST", "/v1/users/{user_id}/retrieve"): "retrieve_memory",
-    ("POST", "/v1/users/{user_id}/respond"): "respond",
-    ("GET", "/v1/users/{user_id}/memory"): "get_memory",
-    ("GET", "/v1/users/{user_id}/history"): "get_history",
-    ("PUT", "/v1/users/{user_id}/profile"): "set_user_profile",
-    ("PUT", "/v1/assistants/{assistant_id}/profile"): "set_assistant_profile",
-    ("GET", "/v1/assistants/{assistant_id}/profile"): "get_assistant_profile",
-    ("DELETE", "/v1/users/{user_id}"): "forget_user",
-    ("GET", "/v1/users/{user_id}/facts"): "list_facts",
-    ("POST", "/v1/users/{user_id}/facts"): "add_fact",
-    ("PATCH", "/v1/users/{user_id}/facts/{fact_id}"): "edit_fact",
-    ("DELETE", "/v1/users/{user_id}/facts/{fact_id}"): "delete_fact",
-    ("GET", "/v1/users/{user_id}/facts/{fact_id}/history"): "fact_history",
-    ("GET", "/v1/users"): "list_users",
-    ("GET", "/v1/whoami"): "whoami",
-}
-KEYS = "tenant keys are made and revoked by the operator (`memoryos keys`), not by an agent"
-EXCEPTIONS: dict[Route, str] = {
-    ("GET", "/healthz"): "process health, for orchestrators; no memory capability",
-    ("GET", "/readyz"): "readiness, for orchestrators; no memory capability",
-    ("GET", "/metrics"): "Prometheus scrapes it; no memory capability",
-    ("GET", "/docs"): "the API's own documentation page",
-    ("GET", "/docs/oauth2-redirect"): "part of the documentation page",
-    ("GET", "/redoc"): "the API's own documentation page",
-    ("POST", "/v1/keys"): KEYS,
-    ("GET", "/v1/keys"): KEYS,
-    ("DELETE", "/v1/keys/{key_id}"): KEYS,
-    (
-        "GET",
-        "/v1/export",
-    ): "a whole tenant as an NDJSON stream: `memoryos export`, not a tool reply",
-    ("POST", "/v1/import"): "an NDJSON stream by the operator: `memoryos import`",
-}
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -74,12 +36,10 @@ async def test_every_route_has_its_tool_or_a_reason(app: FactsApp) -> None:
         if isinstance(route, APIRoute)
         for method in route.methods
     }
-    unmatched = routes - set(COUNTERPART) - set(EXCEPTIONS)
-    assert not unmatched, f"a route with no MCP tool and no reason: {sorted(unmatched)}"
-    assert not set(COUNTERPART) & set(EXCEPTIONS)
-    assert set(COUNTERPART) | set(EXCEPTIONS) <= routes, "a route listed here is gone"
+    routes = {(method, path) for method, path in routes if path not in DOCS}
+    assert routes == set(ROUTES), "a route not in tests/support/api_routes.py, or one gone"
     tools = {tool.name for tool in await build_server("http://memoryos").list_tools()}
-    assert set(COUNTERPART.values()) == tools, "a tool with no route, or a route's tool missing"
+    assert set(TOOLS.values()) == tools, "a tool with no route, or a route's tool missing"
 
 
 async def test_the_new_tools_through_the_service(app: FactsApp) -> None:
@@ -159,7 +119,7 @@ FILLED = {"user_id": "bob", "assistant_id": "bot", "fact_id": FID}
 
 async def test_each_tool_calls_the_route_it_stands_for() -> None:
     """The map above, checked: each tool's request goes to its route with its method."""
-    assert set(ARGUMENTS) == set(COUNTERPART.values())
+    assert set(ARGUMENTS) == set(TOOLS.values())
     sent: list[httpx.Request] = []
 
     def record(request: httpx.Request) -> httpx.Response:
@@ -169,7 +129,7 @@ async def test_each_tool_calls_the_route_it_stands_for() -> None:
     server = build_server("http://memoryos", "key", httpx.MockTransport(record))
     bodies: dict[str, bytes] = {}
     async with Client(server) as client:
-        for (method, template), tool in COUNTERPART.items():
+        for (method, template), tool in TOOLS.items():
             sent.clear()
             result = await client.call_tool(tool, ARGUMENTS[tool])
             assert not result.is_error, (tool, result.content)

@@ -153,6 +153,18 @@ class UpProcess:
         self.process.wait(timeout=10)
 
 
+@asynccontextmanager
+async def up_running(data_dir: Path, **env: str) -> AsyncIterator[UpProcess]:
+    """`memoryos up` as a child process, ready; stopped as a user stops it."""
+    process = UpProcess(data_dir, **env)
+    process.start()
+    try:
+        await process.wait_ready()
+        yield process
+    finally:
+        process.terminate()
+
+
 def model_processes(parent: int) -> list[int]:
     """The MiniLM processes (``adapters.embedders.model_process``) that ``parent`` started."""
     found = []
