@@ -126,7 +126,12 @@ class MemoryAPI:
             raise ToolError(f"cannot reach the memory service at {self.url}: {exc!r}") from None
         if reply.status_code >= 400:
             raise ToolError(f"memory service answered {reply.status_code}: {_reason(reply)}")
-        data: dict[str, Any] = reply.json()
+        try:
+            data = reply.json()
+        except ValueError:
+            data = None
+        if reply.status_code >= 300 or not isinstance(data, dict):
+            raise ToolError(f"not the memory service's answer at {self.url}: {reply.status_code}")
         return data
 
     async def confirms(self, authorization: str) -> bool:
@@ -214,7 +219,7 @@ def build_server(
     @server.tool()
     async def add_turns(
         turns: Annotated[
-            list[dict[str, Any]],
+            list[Any],
             Field(
                 min_length=1,
                 max_length=1000,
@@ -231,7 +236,7 @@ def build_server(
     @server.tool()
     async def add_messages(
         messages: Annotated[
-            list[dict[str, Any]],
+            list[Any],
             Field(
                 min_length=1,
                 max_length=1000,

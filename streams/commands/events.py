@@ -54,7 +54,7 @@ async def tail(
                 continue
             if types and event.get("type") not in types:
                 continue
-            write(value + b"\n")
+            write(orjson.dumps(event) + b"\n")  # one line, whatever the record's spacing
             written += 1
             if limit is not None and written >= limit:
                 break

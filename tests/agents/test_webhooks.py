@@ -457,3 +457,51 @@ async def test_a_replay_for_one_webhook_leaves_the_event_to_the_others(tmp_path:
             await harness.close()
         assert len(receiver.at("/ok")) == 2
         assert [entry.page_id for entry in kept] == [event.id]
+
+
+async def test_an_event_of_a_user_forgotten_since_is_not_delivered_replay_or_not(
+    tmp_path: Path,
+) -> None:
+    """The outbox sends a failed event again at a start, without a replay's header: from
+    before its user's DELETE, it would reach a receiver after the erasure's receipt."""
+    with receiving() as receiver:
+        harness = Harness([receiver.hook("/ok")], tmp_path)
+        try:
+            before = page_event("ann", 1)
+            harness.deleted_ms["ann"] = round(before.time.timestamp() * 1000) + 1
+            await harness.feed([before])
+            await harness.finished()
+            kept = await harness.outbox.pending()
+        finally:
+            await harness.close()
+        assert receiver.at("/ok") == []
+        assert harness.acked == [before.id]
+        assert kept == [], "settled: nothing is owed for it any more"
+
+
+async def test_what_is_signed_is_our_encoding_without_words_not_the_records_bytes(
+    tmp_path: Path,
+) -> None:
+    """A record another producer wrote to the topic: its words and a key given twice do not
+    reach a receiver under our signature."""
+    with receiving() as receiver:
+        harness = Harness([receiver.hook("/ok")], tmp_path)
+        try:
+            event = page_event("ann", 1)
+            forged = orjson.loads(encode(event))
+            forged["data"]["query"] = "FORGED TEXT"
+            raw = orjson.dumps(forged).replace(
+                b'"subject":"ann"', b'"subject":"zed","subject":"ann"'
+            )
+            message = SimpleNamespace(
+                key=user_key("ann"), topic=EVENTS, partition=0, offset=0, headers=None
+            )
+            for item in await harness.stage.prepare([FakeEvent(message, raw)]):
+                await harness.stage.submit(harness.dispatcher, item)
+            await harness.finished()
+        finally:
+            await harness.close()
+        (received,) = receiver.at("/ok")
+        assert b"FORGED TEXT" not in received.body
+        assert received.body.count(b'"subject"') == 1
+        assert verified(received)["subject"] == "ann"

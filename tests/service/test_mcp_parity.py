@@ -47,10 +47,12 @@ async def test_the_new_tools_through_the_service(app: FactsApp) -> None:
         turns = [
             {"user_id": "bob", "query": "I ordered boots.", "response": "Noted."},
             {"user_id": "bob", "query": 5, "response": "x"},
+            "junk",
         ]
         batch = structured(await client.call_tool("add_turns", {"turns": turns}))
         assert batch["accepted"] == 1
         assert "query" in batch["results"][1]["error"], "a bad item is refused alone"
+        assert "object" in batch["results"][2]["error"], "one that is not an object too"
         messages = [
             {"user_id": "bob", "conversation_id": "c1", "role": "user", "text": "Size 39?"},
             {"user_id": "bob", "conversation_id": "c1", "role": "assistant", "text": "Yes."},

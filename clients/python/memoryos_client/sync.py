@@ -67,7 +67,7 @@ class MemoryClient:
         checked = calls.checked(response)
         try:
             return call.parse(checked)
-        except ValueError as exc:  # not JSON, or not the API's model
+        except (ValueError, RecursionError) as exc:  # not JSON, not the API's model, too deep
             raise UnexpectedReply(checked.status_code, f"an unexpected reply: {exc}") from exc
 
     # --- turns and messages in ---
