@@ -65,6 +65,9 @@ from schemas.profile import DEFAULT_ASSISTANT, Profile
 from schemas.tenants import SEPARATOR, Limit, parse_limit, user_of
 from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
 from service.auth import Admin, Forgetter, Gatekeeper, Reader, Writer
+from service.console import add_console_routes
+from service.cross_origin import cross_site_write, from_browser, loopback_host
+from service.dead_letter_routes import DeadLetterReplay, add_dead_letter_routes
 from service.export_routes import add_export_routes
 from service.fact_routes import add_fact_routes
 from service.key_routes import add_key_routes
@@ -138,6 +141,11 @@ class QueryIn(Scoped):
     query: Annotated[Text, Field(min_length=1)]
     assistant_id: Id | None = None
     top_k: int | None = Field(None, ge=1, le=100)
+    record_visit: bool = Field(
+        True,
+        description="count the segments found as visited (N_visit, recency: their heat); "
+        "false to look without changing the memory, as the console's why view does",
+    )
 
 
 class RespondIn(Scoped):
@@ -235,9 +243,11 @@ def create_http_app(
     ready: HealthCheck,
     api: bool = True,
     tenant_keys: ApiKeys | None = None,
+    dead_letters: DeadLetterReplay | None = None,
 ) -> FastAPI:
     """The HTTP app; ``api=False`` (a worker) serves only health and metrics. ``tenant_keys``:
-    where tenants' keys are kept (None: the operator's keys only)."""
+    where tenants' keys are kept (None: the operator's keys only); ``dead_letters``: the
+    dead-letter topic, for the replay route (None: no such route)."""
     # Swagger UI and ReDoc from files in the wheel: the CDN's /docs is blank offline.
     # No redirect to the same path with or without a trailing slash: a client that follows it
     # (fetch does, keeping the method) would turn DELETE /v1/users/bob/facts/.. into a DELETE
@@ -253,6 +263,11 @@ def create_http_app(
     async def guard(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
+        if cross_site_write(request.method, request.headers):
+            return _error(403, "cross-site request refused: this API takes writes from its own "
+                          "pages and from clients that are not browsers")  # fmt: skip
+        if gate.open and from_browser(request.headers) and not loopback_host(request.url.netloc):
+            return _error(403, "an API without keys answers browsers on localhost only")
         if request.url.path.startswith("/v1"):
             try:
                 principal = await gate.principal(request.headers.get("authorization", ""))
@@ -361,6 +376,9 @@ def create_http_app(
             add_key_routes(app, tenant_keys, gate)
             add_user_routes(app, tenant_keys.repo)
             add_export_routes(app, tenant_keys.repo, settings.embedding_dim)
+        if dead_letters is not None:
+            add_dead_letter_routes(app, dead_letters)
+        add_console_routes(app)
         if keys:
             _declare_bearer(app)
     return app
@@ -470,7 +488,13 @@ def _add_api_routes(app: FastAPI, service: ResponseService) -> None:
     async def retrieve(user_id: UserId, body: QueryIn, who: Reader) -> dict[str, Any]:
         ref = who.user(user_id)
         memory = await service.retrieve(
-            ref, body.query, body.top_k, body.assistant_id, filters=body.filters, at=body.at
+            ref,
+            body.query,
+            body.top_k,
+            body.assistant_id,
+            filters=body.filters,
+            at=body.at,
+            visit=body.record_visit,
         )
         return published(memory.to_json(), ref)  # type: ignore[no-any-return]
 

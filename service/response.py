@@ -27,7 +27,7 @@ from adapters.settings import MtmRetrieval, Settings
 from adapters.token_budget import acting_for
 from memory.answers import says_it_does_not_know
 from memory.dates import relative_windows
-from memory.heat import heat
+from memory.heat import heat, recency
 from memory.mtm import MidTermState
 from memory.pairing import PairingState, message_digest
 from memory.persona import FactKind, persona_view
@@ -250,11 +250,13 @@ class ResponseService:
         mode: str | None = None,
         filters: Filters | None = None,
         at: datetime | None = None,
+        visit: bool = True,
     ) -> Retrieved:
         """Memory for ``query``; ``mode`` overrides ``mtm_retrieval`` for this call (the
         evaluation compares the modes on one stored memory). ``filters`` scope the pages (in
         the store's searches); ``at`` is when the question is asked (default now): relative
-        time in it ("last week") favours the pages of that span."""
+        time in it ("last week") favours the pages of that span. ``visit=False`` looks without
+        counting the segments found as visited (their heat stays)."""
         deps, settings = self.deps, self.deps.settings
         if mode is not None and mode != settings.mtm_retrieval:
             if mode not in get_args(MtmRetrieval):
@@ -328,7 +330,8 @@ class ResponseService:
             ranking = [c.page_id for c in chosen]
         # Every segment that contributed is "retrieved": N_visit + 1 and a fresh access time.
         visited = list(dict.fromkeys([*segment_ids, *(c.segment_id for c in chosen)]))
-        if visited:  # sent off the request's path: a roll's gate must not hold the retrieve
+        # sent off the request's path: a roll's gate must not hold the retrieve
+        if visited and visit:
             self.visits.send(user_id, visited, deps.clock.now())
         return Retrieved(
             short_term=short_term,
@@ -517,10 +520,13 @@ class ResponseService:
         return deleted
 
     async def history(self, user_id: str, limit: int = 20) -> dict[str, Any]:
-        """Where the user's latest turns are in the pipeline, and their dead letters."""
-        if await self.forgetting(user_id):
-            return empty_history(user_id)
-        return await user_history(self.deps, self.journal, user_id, limit)
+        """Where the user's latest turns are in the pipeline, their dead letters, and their
+        last DELETE: complete once its marker has passed every stage."""
+        tombstone = await self.deps.repo.tombstone(user_id)
+        erasure = tombstone and {"requested_at": _iso(tombstone[0]), "complete": not tombstone[1]}
+        if erasure and not erasure["complete"]:
+            return empty_history(user_id) | {"erasure": erasure}
+        return await user_history(self.deps, self.journal, user_id, limit) | {"erasure": erasure}
 
     async def get_memory(self, user_id: str) -> dict[str, Any]:
         repo, now = self.deps.repo, self.deps.clock.now()
@@ -567,6 +573,7 @@ class ResponseService:
                     "l_interaction": l_interaction,
                     "last_access": _iso(last_access),
                     "heat": heat(n_visit, l_interaction, last_access, at, params),
+                    "recency": recency(last_access, at, params.mu),
                     "pages": by_segment.get(seg.segment_id, []),
                 }
             )

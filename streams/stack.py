@@ -37,6 +37,7 @@ from service.response import ResponseService
 from streams import heap_freeze
 from streams.app import MemoryApp, create_app
 from streams.broker import EmbeddedBroker
+from streams.dead_letters import KafkaDeadLetters
 from streams.kafka_reach import reach_kafka
 from streams.kafka_security import kafka_client_options
 from streams.lag import LagProbe
@@ -454,6 +455,7 @@ class Stack:
             self.ready,
             api=self.role != "worker",
             tenant_keys=ApiKeys(self.deps.repo),
+            dead_letters=KafkaDeadLetters(self.settings),
         )
         config = uvicorn.Config(
             http,

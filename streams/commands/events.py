@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaConsumer
 from adapters.keyring import is_sealed
 from adapters.settings import Settings
 from schemas.topics import EVENTS
-from streams.commands.dlq import bootstrap_of
+from streams.dead_letters import bootstrap_of
 from streams.kafka_security import kafka_client_options
 
 

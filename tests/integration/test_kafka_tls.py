@@ -19,9 +19,9 @@ from adapters.wiring import build_deps, close_deps
 from evaluation.fake_openai import FakeOpenAI
 from schemas.codec import dumps
 from schemas.topics import DLQ, TURNS, user_key
-from streams.commands.dlq import read_dead_letters
 from streams.commands.doctor import check_broker
 from streams.commands.ingest import send_file
+from streams.dead_letters import read_dead_letters
 from streams.lag import LagProbe
 from streams.progress import NO_PROGRESS
 from streams.stack import KafkaSink, Stack

@@ -151,7 +151,10 @@ class SegmentOut(Body):
     n_visit: int
     l_interaction: int
     last_access: datetime
-    heat: float
+    heat: float = Field(description="alpha N_visit + beta L_interaction + gamma recency")
+    recency: float = Field(
+        description="R_recency = exp(-dt / mu): 1 just accessed, falling with the time since"
+    )
     pages: list[PageOut]
 
 
@@ -208,10 +211,26 @@ class DeadLetterOut(Body):
     trace_id: str | None = Field(description="the trace of the event, when traced")
 
 
+class Erasure(Body):
+    requested_at: datetime = Field(description="when the user's last DELETE was made")
+    complete: bool = Field(
+        description="every stage has purged the user; until then reads show nothing"
+    )
+
+
 class HistoryResponse(Body):
     user_id: str
     turns: list[TurnPlace] = Field(description="the latest turns, newest first")
     dead_letters: list[DeadLetterOut] = Field(description="recent dead letters, oldest first")
+    erasure: Erasure | None = Field(
+        None, description="the user's last DELETE and whether it is complete; null: none"
+    )
+
+
+class DeadLettersReplayed(Body):
+    replayed: int = Field(description="dead letters sent back to the topic they came from")
+    skipped: int = Field(description="found but never replayed: too large, or a forget marker")
+    missing: int = Field(description="named but no longer on the dead-letter topic")
 
 
 class DeletedCounts(Body):
