@@ -31,7 +31,7 @@ async def test_every_route_has_a_method_on_both_clients(app: TenantApp) -> None:
     routes = {
         (method, route.path)
         for route in app.app.routes
-        if isinstance(route, APIRoute) and route.path not in DOCS
+        if isinstance(route, APIRoute) and route.include_in_schema and route.path not in DOCS
         for method in route.methods
     }
     assert routes == set(PYTHON), "a route without a client method, or one that is gone"
@@ -53,6 +53,25 @@ async def test_history_export_and_import_through_the_routes(app: TenantApp) -> N
         assert len(lines) > 1
         with pytest.raises(Forbidden, match="operator"):
             await m.import_memory(lines)  # the operator's route: a tenant's key is refused
+
+
+@ASYNC
+async def test_a_replay_names_the_callers_user_and_needs_admin(app: TenantApp) -> None:
+    transport = httpx.ASGITransport(app=app.app)
+    async with AsyncMemoryClient("http://memoryos", app.secrets["acme"], transport=transport) as m:
+        letter = {"topic": "memoryos.turns", "partition": 0, "offset": 3}
+        done = await m.replay_dead_letters("bob", [letter])
+        assert (done.replayed, done.missing) == (1, 0)
+        await m.replay_dead_letters("bob")
+    assert app.replays.asked == [
+        ("acme/bob", {("memoryos.turns", 0, 3)}),
+        ("acme/bob", None),
+    ], "only the tenant's own user's letters are looked for"
+    reader = (await app.keys.create("acme", ("read",)))[1]
+    async with AsyncMemoryClient("http://memoryos", reader, transport=transport) as m:
+        with pytest.raises(Forbidden, match="admin"):
+            await m.replay_dead_letters("bob")
+    assert len(app.replays.asked) == 2
 
 
 class Recorder:

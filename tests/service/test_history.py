@@ -65,9 +65,20 @@ async def test_the_dead_letter_ring_is_bounded() -> None:
 
 async def test_a_delete_forgets_the_history_too() -> None:
     pipeline, service = await ann_with_a_dead_letter()
+    assert (await service.history("ann"))["erasure"] is None, "never deleted"
     await service.forget("ann")
+    pending = await service.history("ann")
+    assert pending["turns"] == pending["dead_letters"] == []
+    assert pending["erasure"]["complete"] is False, "the marker has not passed every stage"
     await pipeline.drain()
-    assert await service.history("ann") == {"user_id": "ann", "turns": [], "dead_letters": []}
+    erased = await service.history("ann")
+    assert erased == {
+        "user_id": "ann",
+        "turns": [],
+        "dead_letters": [],
+        "erasure": erased["erasure"],
+    }
+    assert erased["erasure"]["complete"] is True
     assert not await pipeline.deps.repo.flagged_docs("ann", history.FLAG)
 
 

@@ -17,6 +17,10 @@ ROUTES: dict[Route, tuple[str, str]] = {
     ("POST", "/v1/users/{user_id}/respond"): ("respond", "respond"),
     ("GET", "/v1/users/{user_id}/memory"): ("get_memory", "get_memory"),
     ("GET", "/v1/users/{user_id}/history"): ("get_history", "get_history"),
+    ("POST", "/v1/users/{user_id}/dead-letters/replay"): (
+        "replay_dead_letters",
+        "an operator's repair, from the console or `memoryos dlq replay`, not an agent's",
+    ),
     ("PUT", "/v1/users/{user_id}/profile"): ("set_user_profile", "set_user_profile"),
     ("PUT", "/v1/assistants/{assistant_id}/profile"): (
         "set_assistant_profile",

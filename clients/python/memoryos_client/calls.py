@@ -15,6 +15,7 @@ from memoryos_client.errors import APIError, error_for
 from memoryos_client.models import (
     AssistantProfile,
     BatchAccepted,
+    DeadLettersReplayed,
     Deleted,
     FactAccepted,
     FactHistory,
@@ -258,6 +259,14 @@ def list_users(cursor: str | None, limit: int) -> Call[UserList]:
 
 def get_history(user_id: str, limit: int) -> Call[HistoryResponse]:
     return Call("GET", f"/v1/users/{_id(user_id)}/history?limit={limit}", _model(HistoryResponse))
+
+
+def replay_dead_letters(
+    user_id: str, letters: Sequence[Mapping[str, Any]] | None
+) -> Call[DeadLettersReplayed]:
+    body = {"letters": [dict(letter) for letter in letters]} if letters is not None else {}
+    path = f"/v1/users/{_id(user_id)}/dead-letters/replay"
+    return Call("POST", path, _model(DeadLettersReplayed), body)
 
 
 def export_memory(user_id: str | None) -> Call[list[str]]:

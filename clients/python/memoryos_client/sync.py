@@ -159,6 +159,13 @@ class MemoryClient:
         """The user's recent pipeline history: where each turn is, and what failed."""
         return self._send(calls.get_history(user_id, limit))
 
+    def replay_dead_letters(
+        self, user_id: str, letters: Sequence[Mapping[str, Any]] | None = None
+    ) -> DeadLettersReplayed:
+        """Send the user's dead letters back to their topics (admin): ``letters`` as the
+        history lists them (topic, partition, offset); none: all of the user's."""
+        return self._send(calls.replay_dead_letters(user_id, letters))
+
     def export_memory(self, user_id: str | None = None) -> list[str]:
         """The tenant's memory (or one user's) as NDJSON lines, the header first (admin)."""
         return self._send(calls.export_memory(user_id))

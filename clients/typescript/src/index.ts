@@ -31,6 +31,8 @@ export type KeyCreated = Schemas["KeyCreated"];
 export type KeyList = Schemas["KeyList"];
 export type KeyOut = Schemas["KeyOut"];
 export type Imported = Schemas["Imported"];
+export type DeadLettersReplayed = Schemas["DeadLettersReplayed"];
+export type LetterSource = Schemas["LetterSource"];
 type ErrorBody = Schemas["ErrorBody"];
 
 type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -45,6 +47,7 @@ export const ROUTES = {
   respond: ["POST", "/v1/users/{user_id}/respond"],
   getMemory: ["GET", "/v1/users/{user_id}/memory"],
   getHistory: ["GET", "/v1/users/{user_id}/history"],
+  replayDeadLetters: ["POST", "/v1/users/{user_id}/dead-letters/replay"],
   forgetUser: ["DELETE", "/v1/users/{user_id}"],
   setUserProfile: ["PUT", "/v1/users/{user_id}/profile"],
   setAssistantProfile: ["PUT", "/v1/assistants/{assistant_id}/profile"],
@@ -160,6 +163,11 @@ export class MemoryClient {
 
   getHistory(userId: string, limit?: number): Promise<HistoryResponse> {
     return this.call("getHistory", { user_id: userId }, undefined, { limit });
+  }
+
+  /** Send the user's dead letters back (admin): `letters` as the history lists them; none: all. */
+  replayDeadLetters(userId: string, letters?: LetterSource[]): Promise<DeadLettersReplayed> {
+    return this.call("replayDeadLetters", { user_id: userId }, letters ? { letters } : {});
   }
 
   forgetUser(userId: string): Promise<Deleted> {

@@ -453,6 +453,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/users/{user_id}/dead-letters/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replay Dead Letters
+         * @description Send the user's dead letters back to the topics they came from.
+         */
+        post: operations["replay_dead_letters_v1_users__user_id__dead_letters_replay_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -558,6 +578,24 @@ export interface components {
              */
             trace_id: string | null;
         };
+        /** DeadLettersReplayed */
+        DeadLettersReplayed: {
+            /**
+             * Replayed
+             * @description dead letters sent back to the topic they came from
+             */
+            replayed: number;
+            /**
+             * Skipped
+             * @description found but never replayed: too large, or a forget marker
+             */
+            skipped: number;
+            /**
+             * Missing
+             * @description named but no longer on the dead-letter topic
+             */
+            missing: number;
+        };
         /** Deleted */
         Deleted: {
             /** @description how many records of each kind were removed */
@@ -575,6 +613,20 @@ export interface components {
             user_knowledge: number;
             /** Agent Traits */
             agent_traits: number;
+        };
+        /** Erasure */
+        Erasure: {
+            /**
+             * Requested At
+             * Format: date-time
+             * @description when the user's last DELETE was made
+             */
+            requested_at: string;
+            /**
+             * Complete
+             * @description every stage has purged the user; until then reads show nothing
+             */
+            complete: boolean;
         };
         /**
          * ErrorBody
@@ -792,6 +844,8 @@ export interface components {
              * @description recent dead letters, oldest first
              */
             dead_letters: components["schemas"]["DeadLetterOut"][];
+            /** @description the user's last DELETE and whether it is complete; null: none */
+            erasure?: components["schemas"]["Erasure"] | null;
         };
         /** Imported */
         Imported: {
@@ -872,6 +926,18 @@ export interface components {
             revoked_at?: number | null;
             /** Rate Limit */
             rate_limit?: string | null;
+        };
+        /** LetterSource */
+        LetterSource: {
+            /**
+             * Topic
+             * @description the source topic, as the history lists it
+             */
+            topic: string;
+            /** Partition */
+            partition: number;
+            /** Offset */
+            offset: number;
         };
         /** MemoryResponse */
         MemoryResponse: {
@@ -1065,6 +1131,20 @@ export interface components {
             assistant_id?: string | null;
             /** Top K */
             top_k?: number | null;
+            /**
+             * Record Visit
+             * @description count the segments found as visited (N_visit, recency: their heat); false to look without changing the memory, as the console's why view does
+             * @default true
+             */
+            record_visit?: boolean;
+        };
+        /** ReplayIn */
+        ReplayIn: {
+            /**
+             * Letters
+             * @description which dead letters; none: all of the user's
+             */
+            letters?: components["schemas"]["LetterSource"][] | null;
         };
         /** RespondIn */
         RespondIn: {
@@ -1176,8 +1256,16 @@ export interface components {
              * Format: date-time
              */
             last_access: string;
-            /** Heat */
+            /**
+             * Heat
+             * @description alpha N_visit + beta L_interaction + gamma recency
+             */
             heat: number;
+            /**
+             * Recency
+             * @description R_recency = exp(-dt / mu): 1 just accessed, falling with the time since
+             */
+            recency: number;
             /** Pages */
             pages: components["schemas"]["PageOut"][];
         };
@@ -3593,6 +3681,95 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Imported"];
+                };
+            };
+            /** @description malformed JSON */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description missing, invalid or revoked bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key lacks the scope this route needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description body larger than MEMORYOS_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description invalid input; `field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description the key is over its rate limit; Retry-After says when to retry */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description a backend (LLM, embedder, store or broker) failed; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    replay_dead_letters_v1_users__user_id__dead_letters_replay_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ReplayIn"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeadLettersReplayed"];
                 };
             };
             /** @description malformed JSON */
