@@ -14,11 +14,12 @@ the operator opens asks. Two checks close that:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
+LOOPBACK = re.compile(r"(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?")
 
 
 def cross_site_write(method: str, headers: Mapping[str, str]) -> bool:
@@ -43,6 +44,4 @@ def from_browser(headers: Mapping[str, str]) -> bool:
 
 def loopback_host(host: str) -> bool:
     """The Host header names this machine's loopback (any port)."""
-    name = host.strip().lower()
-    bracketed = name.startswith("[")  # an IPv6 address: its colons are not the port's
-    return (name[: name.find("]") + 1] if bracketed else name.partition(":")[0]) in LOOPBACK_HOSTS
+    return LOOPBACK.fullmatch(host.strip().lower()) is not None

@@ -14,6 +14,7 @@ from memoryos_client.errors import ConnectionFailed, ServiceUnavailable, Unexpec
 from memoryos_client.models import (
     AssistantProfile,
     BatchAccepted,
+    DeadLettersReplayed,
     DeletedCounts,
     FactAccepted,
     FactHistory,
