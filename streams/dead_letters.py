@@ -137,7 +137,9 @@ class KafkaDeadLetters:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
-    async def replay_user(self, user_ref: str, wanted: Collection[Source] | None) -> dict[str, int]:
+    async def replay_user(
+        self, user_ref: str, wanted: Collection[tuple[str, int, int]] | None
+    ) -> dict[str, int]:
         bootstrap = bootstrap_of(self.settings)
         try:
             letters = [
