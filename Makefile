@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MODELS := $(VENV)/.models
 
-.PHONY: install prometheus typescript test check lint format typecheck imports docs run bench eval profile clean
+.PHONY: install prometheus chromium typescript test check lint format typecheck imports docs run screenshots bench eval profile clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ $(MODELS): $(STAMP) adapters/embedders/minilm_models.py adapters/embedders/minil
 	$(BIN)/python -m adapters.embedders.minilm_models
 	touch $(MODELS)
 
-install: $(MODELS) prometheus typescript
+install: $(MODELS) prometheus chromium typescript
 
 # The TypeScript client's compiler and type generator (its tests run from `make test`).
 TS := clients/typescript
@@ -42,9 +42,16 @@ prometheus:
 	  apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
 
+# The console's browser tests drive Debian's Chromium with Playwright (the Python package; no
+# browser download): installed here like Prometheus.
+chromium:
+	@command -v chromium >/dev/null || { \
+	  apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 # Four workers on two cores: most whole-stack tests wait on a broker, a model or a timer, so
 # two would leave the cores idle. A file's tests stay on one worker (its module fixtures).
-test: $(MODELS) prometheus typescript
+test: $(MODELS) prometheus chromium typescript
 	$(BIN)/pytest -q -n 4 --dist loadfile
 
 check: $(MODELS) prometheus lint typecheck imports
@@ -73,6 +80,10 @@ profile: $(MODELS)
 
 run: $(MODELS)
 	$(BIN)/memoryos up --demo
+
+# The README's console screenshots, made by the console's browser tests.
+screenshots: $(MODELS) chromium
+	MEMORYOS_SCREENSHOT_DIR=docs/console $(BIN)/pytest -q tests/integration/test_console.py
 
 clean:
 	rm -rf $(VENV) .memoryos .pytest_cache .mypy_cache .ruff_cache $(TS)/node_modules $(TS)/dist

@@ -79,6 +79,7 @@ class Retrieved:
     agent_traits: list[ScoredFact]
     segment_ids: list[str] = field(default_factory=list)
     ranking: list[str] = field(default_factory=list)  # page ids, most relevant first
+    scores: dict[str, float] = field(default_factory=dict)  # of the ranked pages, either tier
 
     def context(self) -> list[Page]:
         """The pages in context order: the ranked pages of either tier, best first, then the
@@ -102,6 +103,7 @@ class Retrieved:
             "user_knowledge": [fact._asdict() for fact in self.user_knowledge],
             "agent_traits": [fact._asdict() for fact in self.agent_traits],
             "context": [page.page_id for page in self.context()],
+            "scores": self.scores,
         }
 
 
@@ -311,7 +313,7 @@ class ResponseService:
         segment_ids = [segment_id for segment_id, _ in ranked]
         ranking: list[str] = []
         if settings.mtm_retrieval == "structured":
-            ranking, chosen, pages = await structured_pages(
+            ranking, chosen, pages, scores = await structured_pages(
                 repo,
                 user_id,
                 vector,
@@ -328,6 +330,7 @@ class ResponseService:
                 user_id, vector, query, segment_ids, k, settings, scope
             )
             ranking = [c.page_id for c in chosen]
+            scores = {c.page_id: c.similarity for c in chosen}
         # Every segment that contributed is "retrieved": N_visit + 1 and a fresh access time.
         visited = list(dict.fromkeys([*segment_ids, *(c.segment_id for c in chosen)]))
         # sent off the request's path: a roll's gate must not hold the retrieve
@@ -341,6 +344,7 @@ class ResponseService:
             agent_traits=[ScoredFact.of(hit) for hit in traits],
             segment_ids=visited,
             ranking=ranking,
+            scores=scores,
         )
 
     async def _mid_term_pages(

@@ -38,9 +38,10 @@ async def structured_pages(
     weights: RankWeights = WEIGHTS,
     scope: Filter | None = None,
     windows: Sequence[Window] = (),
-) -> tuple[list[str], list[PageCandidate], dict[str, Page]]:
-    """(ranking, chosen, pages): the ranking (page ids of either tier) up to the k-th MTM page,
-    the MTM pages among it with their segments, and the ranked pages by id.
+) -> tuple[list[str], list[PageCandidate], dict[str, Page], dict[str, float]]:
+    """(ranking, chosen, pages, scores): the ranking (page ids of either tier) up to the k-th
+    MTM page, the MTM pages among it with their segments, the ranked pages by id, and each
+    ranked page's score.
 
     ``known``: pages this retrieve has read already (the STM window), not read again.
     ``scope``: the retrieve's filters, applied by the store in both pool searches.
@@ -66,7 +67,9 @@ async def structured_pages(
     missing = [page_id for page_id in ranking if page_id not in read]
     if missing:
         pages.update((page.page_id, page) for page in await repo.pages_by_id(user_id, missing))
-    return ranking, [c for c in chosen if c.page_id in pages], pages
+    scores = dict(ranked)
+    ranked_pages = [c for c in chosen if c.page_id in pages]
+    return ranking, ranked_pages, pages, {page_id: scores[page_id] for page_id in ranking}
 
 
 def _pool(

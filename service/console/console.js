@@ -592,8 +592,9 @@ function whyResult(memory) {
   const mtm = new Map(memory.mid_term.map((p) => [p.page_id, p]));
   const items = memory.context.map((pageId, index) => {
     const page = mtm.get(pageId) || stm.get(pageId);
-    const score = mtm.has(pageId) ? `score ${mtm.get(pageId).score.toFixed(3)} · mid-term, segment ${mtm.get(pageId).segment_id}` : "short-term window: in every prompt";
-    return h("li", { class: "context-page" }, pageCard(page, ` · #${index + 1} · ${score}`));
+    const score = pageId in memory.scores ? `score ${memory.scores[pageId].toFixed(3)}` : "unranked: the short-term window is in every prompt";
+    const tier = mtm.has(pageId) ? `mid-term, segment ${mtm.get(pageId).segment_id}` : "short-term";
+    return h("li", { class: "context-page" }, pageCard(page, ` · #${index + 1} · ${score} · ${tier}`));
   });
   const scored = (facts) => h("ul", {}, facts.map((f) => h("li", {}, `${f.text} (score ${f.score.toFixed(3)})`)));
   return [

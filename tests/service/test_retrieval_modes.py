@@ -134,7 +134,7 @@ async def test_a_question_naming_a_month_ranks_that_months_pages_first() -> None
     vector = (await service.deps.embedder.embed([question]))[0]
 
     async def first(date_weight: float) -> str:
-        ranking, _, pages = await structured_pages(
+        ranking, _, pages, _ = await structured_pages(
             service.deps.repo,
             "ann",
             vector,

@@ -76,8 +76,11 @@ def up_env(server: FakeOpenAI) -> dict[str, str]:
 class UpProcess:
     """`memoryos up` as a child process, as a user runs it."""
 
-    def __init__(self, data_dir: Path, broker: str | None = None, **env: str) -> None:
+    def __init__(
+        self, data_dir: Path, broker: str | None = None, args: tuple[str, ...] = (), **env: str
+    ) -> None:
         self.data_dir = data_dir
+        self.args = args
         self.port = free_port()
         self.broker_port = free_port()
         self.broker = broker
@@ -109,6 +112,7 @@ class UpProcess:
         ]
         if self.broker:
             command += ["--broker", self.broker]
+        command += self.args
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
             # Its own process group, so `interrupt` can do what Ctrl-C in a terminal does.
@@ -154,9 +158,9 @@ class UpProcess:
 
 
 @asynccontextmanager
-async def up_running(data_dir: Path, **env: str) -> AsyncIterator[UpProcess]:
-    """`memoryos up` as a child process, ready; stopped as a user stops it."""
-    process = UpProcess(data_dir, **env)
+async def up_running(data_dir: Path, *args: str, **env: str) -> AsyncIterator[UpProcess]:
+    """`memoryos up` (with ``args``) as a child process, ready; stopped as a user stops it."""
+    process = UpProcess(data_dir, args=args, **env)
     process.start()
     try:
         await process.wait_ready()

@@ -127,6 +127,12 @@ class RetrieveResponse(Body):
         description="page ids in context order: the ranked pages of either tier, best first, "
         "then the rest of the STM window",
     )
+    scores: dict[str, float] = Field(
+        default_factory=dict,
+        description="the score each ranked page had, by page id, either tier (in structured "
+        "mode, the ranking's; otherwise a mid-term page's similarity); the rest of the STM "
+        "window has none: it is in every prompt",
+    )
 
 
 class Usage(Body):
