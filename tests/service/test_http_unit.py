@@ -380,6 +380,7 @@ async def test_retrieve_returns_the_documented_shape(client: httpx.AsyncClient) 
         "user_traits",
         "user_knowledge",
         "agent_traits",
+        "scores",
     }
     [short] = body["short_term"]
     assert set(short) == {"page_id", "turn_id", "query", "response", "timestamp", "meta", "chain",
