@@ -8,8 +8,9 @@ the operator opens asks. Two checks close that:
   origin (``Sec-Fetch-Site``, else an ``Origin`` that is not this host) is refused. Requests
   without either header are not a browser's (curl, the clients) and pass. This is the check of
   Go's ``net/http.CrossOriginProtection``;
-- DNS rebinding: while the API is open, a browser's request must name a loopback host, or a
-  page whose name was re-pointed at 127.0.0.1 could read every user's memory as same-origin.
+- DNS rebinding: while the API is open, a request must name a loopback host, or a page whose
+  name was re-pointed at 127.0.0.1 could read every user's memory as its own origin (a
+  same-origin GET over http carries neither Origin nor Sec-Fetch-Site: the Host alone tells).
 """
 
 from __future__ import annotations
@@ -36,10 +37,6 @@ def cross_site_write(method: str, headers: Mapping[str, str]) -> bool:
         return urlsplit(origin).netloc.lower() != headers.get("host", "").lower()
     except ValueError:
         return True
-
-
-def from_browser(headers: Mapping[str, str]) -> bool:
-    return "sec-fetch-site" in headers or "origin" in headers
 
 
 def loopback_host(host: str) -> bool:

@@ -3,8 +3,9 @@
 
 The letters are named as the user's history lists them (source topic, partition, offset); none
 named: every dead letter of the user still on the dead-letter topic. Only records keyed by the
-user are ever sent, so a tenant cannot replay another's. Every stage is idempotent, so a replay
-twice is harmless; a record of a user forgotten since is dropped by the stages it reaches.
+user are ever sent, so a tenant cannot replay another's; none from before the user's last
+DELETE (409 while a DELETE is going through the stages). Every stage is idempotent, so a replay
+twice is harmless.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def add_dead_letter_routes(app: FastAPI, dead_letters: DeadLetterReplay) -> None
     @app.post(
         "/v1/users/{user_id}/dead-letters/replay",
         response_model=DeadLettersReplayed,
-        responses=error_responses(400, 401, 403, 413, 422, 429, 503),
+        responses=error_responses(400, 401, 403, 409, 413, 422, 429, 503),
     )
     async def replay_dead_letters(
         user_id: Annotated[str, Path(pattern=ID_PATTERN, max_length=128)],

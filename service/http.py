@@ -66,7 +66,7 @@ from schemas.tenants import SEPARATOR, Limit, parse_limit, user_of
 from schemas.turn import ID_PATTERN, Channel, Meta, Text, TurnEvent
 from service.auth import Admin, Forgetter, Gatekeeper, Reader, Writer
 from service.console import add_console_routes
-from service.cross_origin import cross_site_write, from_browser, loopback_host
+from service.cross_origin import cross_site_write, loopback_host
 from service.dead_letter_routes import DeadLetterReplay, add_dead_letter_routes
 from service.export_routes import add_export_routes
 from service.fact_routes import add_fact_routes
@@ -266,13 +266,16 @@ def create_http_app(
         if cross_site_write(request.method, request.headers):
             return _error(403, "cross-site request refused: this API takes writes from its own "
                           "pages and from clients that are not browsers")  # fmt: skip
-        if gate.open and from_browser(request.headers) and not loopback_host(request.url.netloc):
-            return _error(403, "an API without keys answers browsers on localhost only")
         if request.url.path.startswith("/v1"):
             try:
                 principal = await gate.principal(request.headers.get("authorization", ""))
             except MemoryOSError as exc:
                 return await backend_failed(request, exc)
+            # DNS rebinding: a page whose name now points at 127.0.0.1 sends neither Origin nor
+            # Sec-Fetch-* on a same-origin GET over http; only its Host gives it away.
+            if gate.open and not loopback_host(request.headers.get("host", "")):
+                return _error(403, "an API without keys answers only on a loopback host name "
+                              "(localhost, 127.0.0.1, [::1])")  # fmt: skip
             if principal is None:
                 denied = _error(
                     401, "missing or invalid bearer token (Authorization: Bearer <key>)"

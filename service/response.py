@@ -587,6 +587,7 @@ class ResponseService:
             "mid_term": mid_term,
             "persona": {
                 "profile": persona.profile | stated,  # what the API set wins
+                "stated_profile": stated,
                 "traits": {k: v.model_dump() for k, v in persona.traits.items()},
                 "user_knowledge": persona.user_knowledge,
                 "agent_traits": persona.agent_traits,  # the default assistant's

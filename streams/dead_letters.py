@@ -11,7 +11,8 @@ record, and are never replayed.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import asyncio
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -21,11 +22,13 @@ from aiokafka.errors import KafkaError
 from adapters.keyring import describe_sealed, is_sealed
 from adapters.settings import Settings
 from agents.webhooks import WEBHOOK_HEADER
-from schemas.errors import BrokerError
+from schemas.errors import BrokerError, Conflict
 from schemas.topics import DLQ, user_key
 from streams.kafka_security import kafka_client_options
 
 PREVIEW_CHARS = 160
+READ_TIMEOUT_S = 30.0  # the whole topic read, for the API's replay: a 503 past it
+Tombstone = Callable[[str], Awaitable[tuple[float, bool] | None]]  # (deleted_at, still open)
 
 
 class Source(NamedTuple):
@@ -41,6 +44,7 @@ class DeadLetter:
     key: bytes | None
     value: bytes
     headers: dict[str, str]
+    at: float = 0.0  # when it was dead-lettered (the record's time, epoch seconds)
 
     @property
     def source(self) -> Source:
@@ -76,8 +80,8 @@ async def read_dead_letters(
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, **kafka_client_options(settings)
     )
-    await consumer.start()
     try:
+        await consumer.start()
         partitions = [TopicPartition(DLQ, p) for p in consumer.partitions_for_topic(DLQ) or ()]
         if not partitions:
             return []
@@ -93,7 +97,14 @@ async def read_dead_letters(
                         continue
                     headers = {k: v.decode("utf-8", "replace") for k, v in record.headers}
                     letters.append(
-                        DeadLetter(record.offset, tp.partition, record.key, record.value, headers)
+                        DeadLetter(
+                            record.offset,
+                            tp.partition,
+                            record.key,
+                            record.value,
+                            headers,
+                            record.timestamp / 1000.0,
+                        )
                     )
         return [letter for letter in letters if reason is None or letter.reason == reason]
     finally:
@@ -132,28 +143,39 @@ async def replay(bootstrap: str, settings: Settings, letters: list[DeadLetter]) 
 
 class KafkaDeadLetters:
     """One user's dead letters sent back, for ``POST /v1/users/{id}/dead-letters/replay``: only
-    records keyed by that user (so by that tenant) are read, whatever the request names."""
+    records keyed by that user (so by that tenant) are read, whatever the request names.
 
-    def __init__(self, settings: Settings) -> None:
+    A letter dead-lettered before the user's last DELETE is never sent back: the public topics
+    are not sealed, and the stages take a pre-DELETE turn replayed after the DELETE as new input.
+    While a DELETE is still going through the stages, nothing is replayed."""
+
+    def __init__(self, settings: Settings, tombstone: Tombstone) -> None:
         self.settings = settings
+        self.tombstone = tombstone
 
     async def replay_user(
         self, user_ref: str, wanted: Collection[tuple[str, int, int]] | None
     ) -> dict[str, int]:
+        stone = await self.tombstone(user_ref)
+        if stone is not None and stone[1]:
+            raise Conflict("the user is being forgotten: replay once the DELETE is complete")
+        deleted_at = stone[0] if stone is not None else float("-inf")
         bootstrap = bootstrap_of(self.settings)
         try:
             letters = [
                 letter
-                for letter in await read_dead_letters(bootstrap, self.settings)
+                for letter in await asyncio.wait_for(
+                    read_dead_letters(bootstrap, self.settings), READ_TIMEOUT_S
+                )
                 if letter.key == user_key(user_ref) and (wanted is None or letter.source in wanted)
             ]
-            replayed, skipped = (
-                await replay(bootstrap, self.settings, letters) if letters else (0, 0)
-            )
-        except KafkaError as exc:
+            since = [letter for letter in letters if letter.at > deleted_at]
+            replayed, skipped = await replay(bootstrap, self.settings, since) if since else (0, 0)
+        except (KafkaError, TimeoutError) as exc:
             raise BrokerError(f"the dead-letter topic cannot be read or replayed: {exc!r}") from exc
         found = {letter.source for letter in letters}
         missing = 0 if wanted is None else len(set(wanted) - found)
+        skipped += len(letters) - len(since)
         return {"replayed": replayed, "skipped": skipped, "missing": missing}
 
 

@@ -455,7 +455,7 @@ class Stack:
             self.ready,
             api=self.role != "worker",
             tenant_keys=ApiKeys(self.deps.repo),
-            dead_letters=KafkaDeadLetters(self.settings),
+            dead_letters=KafkaDeadLetters(self.settings, self.deps.repo.tombstone),
         )
         config = uvicorn.Config(
             http,

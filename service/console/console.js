@@ -13,6 +13,7 @@ const SECTIONS = [
   ["why", "Why this answer"],
   ["forget", "Forget"],
 ];
+const FACT_CHARS = 1000; // the API's limit on a fact's text
 let scopes = new Set();
 
 // --- building blocks ---
@@ -106,6 +107,7 @@ async function api(method, path, body) {
   }
   if (!response.ok) {
     const error = data && typeof data.error === "string" ? data.error : `HTTP ${response.status}`;
+    if (response.status === 401) document.getElementById("who").textContent = "This key is not accepted (revoked?): type another.";
     throw new ApiError(response.status, error);
   }
   return data;
@@ -149,7 +151,7 @@ async function identify() {
   try {
     const me = await api("GET", "/v1/whoami");
     scopes = new Set(me.scopes);
-    const key = me.key_id ? `key ${me.key_id}` : sessionStorage.getItem(KEY) ? "operator key" : "no key";
+    const key = me.key_id ? `key ${me.key_id}` : "operator key, or an API without keys";
     who.textContent = `Tenant ${me.tenant} · ${key} · may ${[...scopes].join(", ")}`;
     return true;
   } catch (error) {
@@ -221,7 +223,7 @@ async function home() {
 }
 
 function section(id, title, ...children) {
-  return h("section", { id, "aria-labelledby": `${id}-title` }, h("h2", { id: `${id}-title` }, title), ...children);
+  return h("section", { id, "aria-labelledby": `${id}-title` }, h("h2", { id: `${id}-title`, tabindex: -1 }, title), ...children);
 }
 
 function pageCard(page, extra) {
@@ -306,15 +308,17 @@ function table(caption, head, rows) {
 
 function persona(userId, memory) {
   const p = memory.persona;
+  const stated = p.stated_profile || {};
   const profile = Object.entries(p.profile);
+  const origin = (k) => (Object.hasOwn(stated, k) ? "set through the API" : "from the dialogue");
   const parts = [
     h("h3", {}, "Profile"),
     profile.length
-      ? h("dl", { class: "profile" }, profile.map(([k, v]) => [h("dt", {}, k), h("dd", {}, shown(v))]))
+      ? h("dl", { class: "profile" }, profile.map(([k, v]) => [h("dt", {}, k), h("dd", {}, shown(v), h("span", { class: "meta" }, ` (${origin(k)})`))]))
       : h("p", {}, "No profile attribute."),
   ];
   if (can("write")) {
-    const text = h("textarea", { id: "profile-json", rows: 4, spellcheck: "false" }, JSON.stringify(p.profile, null, 2));
+    const text = h("textarea", { id: "profile-json", rows: 4, spellcheck: "false" }, JSON.stringify(stated, null, 2));
     const button = h("button", { type: "submit" }, "Set profile");
     parts.push(
       h(
@@ -336,7 +340,7 @@ function persona(userId, memory) {
             });
           },
         },
-        h("label", { for: "profile-json" }, "Profile (a JSON object; replaces the stated profile, which wins over what the dialogue gives)"),
+        h("label", { for: "profile-json" }, "Profile set through the API (a JSON object; it replaces the one set before and wins over what the dialogue gives)"),
         text,
         button,
       ),
@@ -373,8 +377,21 @@ function provenance(fact, pagesHere) {
   return ["from ", links.flatMap((link, i) => (i ? [", ", link] : [link]))];
 }
 
+async function allFacts(userId) {
+  const facts = [];
+  let cursor = null;
+  do {
+    const query = new URLSearchParams({ include_superseded: "true", limit: "500" });
+    if (cursor) query.set("cursor", cursor);
+    const found = await api("GET", users(userId, `/facts?${query}`));
+    facts.push(...found.facts);
+    cursor = found.next_cursor;
+  } while (cursor);
+  return facts;
+}
+
 async function waitForFacts(userId, check) {
-  const applied = await until(async () => check((await api("GET", users(userId, "/facts?include_superseded=true&limit=500"))).facts));
+  const applied = await until(async () => check(await allFacts(userId)));
   say(applied ? "Applied." : "Accepted; not applied yet: it will be, in the user's order.", applied ? "ok" : "info");
   await showUser(userId);
 }
@@ -404,7 +421,7 @@ function factRow(userId, fact, pagesHere) {
         type: "button",
         "aria-label": `Edit the fact: ${fact.text}`,
         onclick: () => {
-          const input = h("input", { id: `edit-${fact.fact_id}`, value: fact.text, maxlength: 2000 });
+          const input = h("input", { id: `edit-${fact.fact_id}`, value: fact.text, maxlength: FACT_CHARS });
           const save = h("button", { type: "submit" }, "Save");
           textCell.replaceChildren(
             h(
@@ -466,7 +483,7 @@ function factRow(userId, fact, pagesHere) {
 }
 
 function addFactForm(userId) {
-  const text = h("input", { id: "new-fact", required: true, maxlength: 2000 });
+  const text = h("input", { id: "new-fact", required: true, maxlength: FACT_CHARS });
   const kind = h(
     "select",
     { id: "new-fact-kind" },
@@ -521,7 +538,8 @@ function historySection(userId, history) {
   const replay = (letters, control) =>
     act(control, "Replaying…", async () => {
       const done = await api("POST", users(userId, "/dead-letters/replay"), letters ? { letters } : {});
-      say(`Replayed ${done.replayed}; skipped ${done.skipped}; no longer on the dead-letter topic: ${done.missing}.`, "ok");
+      await showUser(userId);
+      say(`Sent back ${done.replayed}; skipped ${done.skipped}; no longer on the dead-letter topic: ${done.missing}. A letter that fails again is listed again.`, "ok");
     });
   const letters = history.dead_letters.map((d) =>
     h(
@@ -635,7 +653,8 @@ function forgetSection(userId, history) {
               erasure = (await api("GET", users(userId, "/history"))).erasure;
               return erasure && erasure.complete;
             }, 60000);
-            state.textContent = erasureText(userId, erasure);
+            if (erasure && erasure.complete) await showUser(userId); // nothing of them is left to show
+            document.getElementById("erasure-state").textContent = erasureText(userId, erasure);
             say(erasure && erasure.complete ? `${userId} is forgotten.` : `The erasure of ${userId} is still in progress.`, "ok");
           });
         },
@@ -663,23 +682,25 @@ function forgetSection(userId, history) {
 async function showUser(userId) {
   const [memory, facts, history] = await Promise.all([
     api("GET", users(userId, "/memory")),
-    api("GET", users(userId, "/facts?include_superseded=true&limit=500")),
+    allFacts(userId),
     api("GET", users(userId, "/history")),
   ]);
   const pagesHere = new Set([...memory.short_term.map((p) => p.page_id), ...memory.mid_term.flatMap((s) => s.pages.map((p) => p.page_id))]);
   const scrolled = window.scrollY;
+  const where = document.activeElement?.closest?.("section")?.id;
   render(
     h("h1", {}, "User ", h("span", { class: "user-id" }, userId)),
     h("nav", { "aria-label": "Sections", class: "sections" }, h("ul", {}, SECTIONS.map(([id, name]) => h("li", {}, h("a", { href: `#${id}` }, name))))),
     shortTerm(memory),
     midTerm(memory),
     persona(userId, memory),
-    factsSection(userId, facts.facts, pagesHere),
+    factsSection(userId, facts, pagesHere),
     historySection(userId, history),
     whySection(userId),
     forgetSection(userId, history),
   );
   window.scrollTo(0, scrolled);
+  if (where) document.getElementById(`${where}-title`)?.focus({ preventScroll: true });
 }
 
 async function userView(raw) {
@@ -694,11 +715,16 @@ async function userView(raw) {
     return;
   }
   document.title = `${userId} · MemoryOS console`;
-  await act(null, "Loading…", async () => {
+  say("Loading…");
+  try {
     await showUser(userId);
     say("");
     if (location.hash) document.getElementById(location.hash.slice(1))?.scrollIntoView();
-  });
+  } catch (error) {
+    const why = error instanceof ApiError ? error.message : String(error);
+    render(h("h1", {}, "User ", h("span", { class: "user-id" }, userId)), h("p", { class: "error" }, `This view cannot be shown: ${why}`));
+    say(`Refused: ${why}`, "error");
+  }
 }
 
 async function start() {

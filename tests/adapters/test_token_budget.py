@@ -78,7 +78,7 @@ async def test_a_spent_tenant_waits_for_the_next_day_and_is_refused_respond() ->
     service = ResponseService(deps, pipeline)
     app = create_http_app(service, Settings(), Metrics(), _ready, _ready)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://m") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
         answered = await http.post("/v1/users/bob/respond", json={"query": "bees?"})
         assert answered.status_code == 200, "the default tenant has a budget of its own"
         budget.charge(1000, "default")

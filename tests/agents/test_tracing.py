@@ -55,7 +55,7 @@ def http_client(pipeline: Pipeline) -> httpx.AsyncClient:
         return {"status": "ok", "ready": True}
 
     app = create_http_app(service, Settings(), Metrics(), status, status)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
 def lineage(finished: tuple[ReadableSpan, ...]) -> list[str]:

@@ -10,6 +10,7 @@ one makes a tenant key, which closes the open API.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -132,6 +133,8 @@ async def test_find_a_user_by_keyboard_and_read_each_tier(
     await expect(heat).to_have_count(4)  # heat, N_visit, L_interaction, recency
     assert float(await heat.first.get_attribute("value") or 0) == pytest.approx(hottest["heat"])
     await expect(page.locator("#persona")).to_contain_text(memory["persona"]["user_knowledge"][0])
+    stated = json.loads(await page.locator("#profile-json").input_value())
+    assert stated == memory["persona"]["stated_profile"], "only what the API set is edited"
     await expect(page.locator("#facts tbody tr")).to_have_count(len(facts))
     await page.screenshot(path=shots / "user.png")
 
@@ -247,10 +250,15 @@ async def test_replay_a_dead_letter_from_the_pipeline_view(
     await open_user(page, up, "erin")
     await expect(page.locator("#history")).to_contain_text("invalid")
     await page.get_by_role("button", name="Replay the dead letter").first.click()
-    await expect(page.locator("#status")).to_contain_text("Replayed 1")
+    await expect(page.locator("#status")).to_contain_text("Sent back 1")
     # sent back, it fails again the same way: a second note proves it went round the stage
     await eventually(lambda: _at_least(letters, 2), timeout_s=60)
     await view(page, "#history", shots / "pipeline.png")
+    # once erin is forgotten, what failed before is never sent back
+    await api(up, "DELETE", "/v1/users/erin")
+    await eventually(lambda: _erased(up, "erin"), timeout_s=60)
+    done = await api(up, "POST", "/v1/users/erin/dead-letters/replay", json={})
+    assert (done["replayed"], done["skipped"]) == (0, 2)
 
 
 async def _at_least(count: Any, n: int) -> bool:
@@ -280,6 +288,35 @@ async def test_forget_a_user_with_a_confirmation_that_names_them(
     assert await _pages(up, "dave") == 0
     history = await api(up, "GET", "/v1/users/dave/history")
     assert history["erasure"]["complete"] is True
+    await expect(page.locator("#short-term")).to_contain_text("No page")  # shown again
+
+
+async def _erased(up: UpProcess, user: str) -> bool:
+    erasure = (await api(up, "GET", f"/v1/users/{user}/history"))["erasure"]
+    return bool(erasure and erasure["complete"])
+
+
+async def test_a_page_whose_name_was_rebound_to_this_machine_reads_nothing(
+    up: UpProcess,
+) -> None:
+    """DNS rebinding against the open API: rebound.test resolves to 127.0.0.1, so its pages are
+    same-origin with the API, and a GET carries neither Origin nor Sec-Fetch-Site."""
+    rebound = f"http://rebound.test:{up.port}"
+    rules = "--host-resolver-rules=MAP rebound.test 127.0.0.1"
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(
+            executable_path=shutil.which("chromium"), args=[*CHROMIUM_ARGS, rules]
+        )
+        try:
+            tab = await chromium.new_page()
+            await tab.goto(f"{rebound}/console/users/alice")
+            status = await tab.evaluate("fetch('/v1/users/alice/memory').then(r => r.status)")
+            assert status == 403
+            await tab.wait_for_selector("body[data-ready]")
+            await expect(tab.locator("#who")).to_contain_text("loopback host name")
+            await expect(tab.locator("main")).not_to_contain_text("Alpine Trek")
+        finally:
+            await chromium.close()
 
 
 async def _pages(up: UpProcess, user: str) -> int:

@@ -90,7 +90,7 @@ async def test_history_over_http_and_in_inspect() -> None:
 
     app = create_http_app(service, Settings(), Metrics(), status, status)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         reply = await client.get("/v1/users/ann/history", params={"limit": 3})
         assert reply.status_code == 200
         body = reply.json()

@@ -34,6 +34,7 @@ RETRIEVE_KEYS = {
     "user_traits",
     "user_knowledge",
     "agent_traits",
+    "scores",
 }
 DELETED_KEYS = {"short_term", "mid_term_pages", "segments", "user_knowledge", "agent_traits"}
 GARDEN = [
@@ -241,6 +242,7 @@ async def test_memory_document_has_every_tier(client: httpx.AsyncClient) -> None
         "l_interaction",
         "last_access",
         "heat",
+        "recency",
         "pages",
     }
     assert segment["heat"] > 0
@@ -248,6 +250,7 @@ async def test_memory_document_has_every_tier(client: httpx.AsyncClient) -> None
         assert_page(page)
     assert set(document["persona"]) == {
         "profile",
+        "stated_profile",
         "traits",
         "user_knowledge",
         "agent_traits",

@@ -102,7 +102,7 @@ async def test_health_metrics_and_spec_need_no_key(client: httpx.AsyncClient) ->
 
 async def test_without_keys_configured_no_auth_is_needed(fake: FakeMemory) -> None:
     transport = httpx.ASGITransport(build(fake, api_keys=""))
-    async with httpx.AsyncClient(transport=transport, base_url="http://memoryos") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
         assert (await http.get("/v1/users/alice/memory")).status_code == 200
         assert "securitySchemes" not in (await http.get("/openapi.json")).json()["components"]
 

@@ -32,6 +32,7 @@ from adapters.metrics import Metrics
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
 from evaluation.fake_openai import FakeOpenAI
+from service.dead_letter_routes import DeadLetterReplay
 from service.http import create_http_app
 from service.response import ResponseService
 from tests.support.stacks import UpProcess
@@ -60,6 +61,7 @@ def _spec() -> dict[str, Any]:
         _status,
         _status,
         tenant_keys=ApiKeys(cast(MemoryRepository, None)),  # the routes only, as a stack has
+        dead_letters=cast(DeadLetterReplay, None),
     )
     return app.openapi()
 

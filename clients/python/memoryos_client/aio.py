@@ -126,10 +126,14 @@ class AsyncMemoryClient:
         assistant_id: str | None = None,
         filters: Mapping[str, Any] | None = None,
         at: datetime | str | None = None,
+        record_visit: bool = True,
     ) -> RetrieveResponse:
         """``filters``: channel, assistant_id, conversation_id, after, before, meta (all must
-        hold); ``at``: when the question is asked, for "yesterday", "last week" and the like."""
-        return await self._send(calls.retrieve(user_id, query, top_k, assistant_id, filters, at))
+        hold); ``at``: when the question is asked, for "yesterday", "last week" and the like;
+        ``record_visit=False``: look without counting a visit (the segments' heat stays)."""
+        return await self._send(
+            calls.retrieve(user_id, query, top_k, assistant_id, filters, at, record_visit)
+        )
 
     async def respond(
         self,

@@ -147,10 +147,13 @@ def retrieve(
     assistant_id: str | None,
     filters: Mapping[str, Any] | None = None,
     at: datetime | str | None = None,
+    record_visit: bool = True,
 ) -> Call[RetrieveResponse]:
     body = _present(
         query=query, top_k=top_k, assistant_id=assistant_id, filters=_filters(filters), at=at
     )
+    if not record_visit:
+        body["record_visit"] = False
     return Call("POST", f"/v1/users/{_id(user_id)}/retrieve", _model(RetrieveResponse), body)
 
 

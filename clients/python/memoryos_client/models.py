@@ -171,6 +171,10 @@ class AssistantPersonaOut(Body):
 
 class PersonaOut(Body):
     profile: dict[str, Any] = Field(description="the API's profile over the extracted one")
+    stated_profile: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the profile set through the API alone (what PUT .../profile replaces)",
+    )
     traits: dict[str, TraitOut]
     user_knowledge: list[str]
     agent_traits: list[str] = Field(description="the default assistant's traits")
@@ -235,7 +239,10 @@ class HistoryResponse(Body):
 
 class DeadLettersReplayed(Body):
     replayed: int = Field(description="dead letters sent back to the topic they came from")
-    skipped: int = Field(description="found but never replayed: too large, or a forget marker")
+    skipped: int = Field(
+        description="found but not replayed: too large, kept without its text, or dead-lettered "
+        "before the user's last DELETE"
+    )
     missing: int = Field(description="named but no longer on the dead-letter topic")
 
 

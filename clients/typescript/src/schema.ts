@@ -587,7 +587,7 @@ export interface components {
             replayed: number;
             /**
              * Skipped
-             * @description found but never replayed: too large, or a forget marker
+             * @description found but not replayed: too large, kept without its text, or dead-lettered before the user's last DELETE
              */
             skipped: number;
             /**
@@ -1090,6 +1090,13 @@ export interface components {
             profile: {
                 [key: string]: unknown;
             };
+            /**
+             * Stated Profile
+             * @description the profile set through the API alone (what PUT .../profile replaces)
+             */
+            stated_profile?: {
+                [key: string]: unknown;
+            };
             /** Traits */
             traits: {
                 [key: string]: components["schemas"]["TraitOut"];
@@ -1226,6 +1233,13 @@ export interface components {
              * @description page ids in context order: the ranked pages of either tier, best first, then the rest of the STM window
              */
             context?: string[];
+            /**
+             * Scores
+             * @description the score each ranked page had, by page id, either tier (in structured mode, the ranking's; otherwise a mid-term page's similarity); the rest of the STM window has none: it is in every prompt
+             */
+            scores?: {
+                [key: string]: number;
+            };
         };
         /** Scored */
         Scored: {
@@ -3792,6 +3806,15 @@ export interface operations {
             };
             /** @description the key lacks the scope this route needs */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description error */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
