@@ -32,10 +32,10 @@ from adapters.metrics import Metrics
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
 from evaluation.fake_openai import FakeOpenAI
-from service.dead_letter_routes import DeadLetterReplay
 from service.http import create_http_app
 from service.response import ResponseService
 from tests.support.stacks import UpProcess
+from tests.support.tenant_app import Replays
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +61,7 @@ def _spec() -> dict[str, Any]:
         _status,
         _status,
         tenant_keys=ApiKeys(cast(MemoryRepository, None)),  # the routes only, as a stack has
-        dead_letters=cast(DeadLetterReplay, None),
+        dead_letters=Replays(),
     )
     return app.openapi()
 
