@@ -360,11 +360,14 @@ async def test_another_sites_page_cannot_make_the_browser_write(page: Page, up: 
         server.shutdown()
 
 
-async def test_a_read_only_key_sees_no_control_and_is_refused_anyway(
+async def test_scoped_keys_see_only_their_controls_and_are_refused_the_rest(
     page: Page, up: UpProcess
 ) -> None:
     """Last: a tenant key closes the open API for good."""
-    reader = await api(up, "POST", "/v1/keys", json={"tenant": "default", "scopes": ["read"]})
+    admin = await api(up, "POST", "/v1/keys", json={"tenant": "default", "scopes": ["admin"]})
+    keys = {"key": admin["key"]}  # the API is closed now: the tenant's admin makes the rest
+    reader = await api(up, "POST", "/v1/keys", **keys, json={"scopes": ["read"]})
+    agent = await api(up, "POST", "/v1/keys", **keys, json={"scopes": ["read", "write"]})
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
     await page.goto(f"{up.url}/console/users/alice")
@@ -387,6 +390,18 @@ async def test_a_read_only_key_sees_no_control_and_is_refused_anyway(
         )
     assert edit.status_code == 403
     assert "write" in edit.json()["error"]
+
+    # a support agent's key (read, write): facts and profile, but neither forget nor replay
+    await page.get_by_role("button", name="Forget key").click()
+    await page.wait_for_selector("body[data-ready]")
+    await page.get_by_label("API key").fill(agent["key"])
+    await page.get_by_role("button", name="Use key").click()
+    await page.wait_for_selector("body[data-ready]")
+    await expect(page.locator("#who")).to_contain_text("may read, write")
+    await expect(page.get_by_role("button", name="Add fact", exact=True)).to_have_count(1)
+    await expect(page.get_by_role("button", name="Set profile", exact=True)).to_have_count(1)
+    for control in ("Forget alice…", "Replay all of this user's dead letters"):
+        await expect(page.get_by_role("button", name=control, exact=True)).to_have_count(0)
 
 
 async def facts_of_with(up: UpProcess, user: str, key: str) -> list[dict[str, Any]]:
