@@ -66,7 +66,13 @@ class Metrics:
         )
         self.produced_bytes = Counter(
             "memoryos_produced_bytes",
-            "Bytes of record values sent to each pipeline topic (table changelogs not included)",
+            "Bytes of record values sent to each pipeline topic and table changelog",
+            ["topic"],
+            registry=r,
+        )
+        self.produced_records = Counter(
+            "memoryos_produced_records",
+            "Records sent to each pipeline topic and table changelog",
             ["topic"],
             registry=r,
         )

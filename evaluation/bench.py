@@ -295,6 +295,8 @@ def assemble(
             "cpu_cores_used": round(ingest.cpu_cores_used, 2),
             "bytes_per_turn_by_topic": ingest.bytes_per_turn,
             "bytes_per_turn": round(sum(ingest.bytes_per_turn.values()), 1),
+            "records_per_turn_by_topic": ingest.records_per_turn,
+            "records_per_turn": round(sum(ingest.records_per_turn.values()), 2),
             "busy_s": {k: round(v, 2) for k, v in busy.items()},
             "stage_events": ingest.stage_events,
             "verified": not ingest.mismatched,

@@ -59,6 +59,7 @@ class IngestResult:
     store_busy_s: dict[str, float] = field(default_factory=dict)
     mismatched: list[str] = field(default_factory=list)
     bytes_per_turn: dict[str, float] = field(default_factory=dict)  # by topic
+    records_per_turn: dict[str, float] = field(default_factory=dict)  # by topic
 
     def set_ceiling(self, *runs: float) -> None:
         """The embedder's ceiling (texts/s), and the pipeline's embedding work against it."""
@@ -163,6 +164,10 @@ def _fill_rates(
     produced = delta_by_label(after, before, "memoryos_produced_bytes_total", "topic")
     result.bytes_per_turn = {
         topic: round(value / result.turns, 1) for topic, value in produced.items() if result.turns
+    }
+    records = delta_by_label(after, before, "memoryos_produced_records_total", "topic")
+    result.records_per_turn = {
+        topic: round(value / result.turns, 2) for topic, value in records.items() if result.turns
     }
     result.store_busy_s = delta_by_label(
         after, before, "memoryos_store_operation_duration_seconds_sum", "operation"

@@ -41,9 +41,10 @@ from schemas.events import MemoryEvent
 from schemas.facts import PersonaInput
 from schemas.records import MidTermInput, PageInput
 from schemas.topics import DLQ, EVENTS, MESSAGES, MTM, PAGES, PERSONA, PIPELINE_TOPICS, TURNS
+from streams.counted_table import CountedTable
 from streams.faust_transport import ShortWaitApp
 from streams.kafka_security import faust_credentials
-from streams.retention import compacted, topic_configs
+from streams.retention import changelog_topic, compacted, topic_configs
 
 # What the service acknowledges (and a roll re-sends) goes out only once delivered; a
 # retrieval's visit (to MTM) does not hold its request for the broker's round trip.
@@ -161,13 +162,20 @@ def create_app(
         return BatchRunner(stage, decoder, user_of, sink, deps.metrics, policy, deps.keyring)
 
     def table(name: str) -> Any:
-        return app.Table(
+        made = app.Table(
             name,
             default=None,
             partitions=settings.topic_partitions,
             key_type=str,
             value_type=None,
             extra_topic_configs=compacted(settings),  # retention per topic
+        )
+        changelog = changelog_topic(settings.app_id, name)
+        metrics = deps.metrics
+        return CountedTable(
+            made,
+            metrics.produced_records.labels(topic=changelog),
+            metrics.produced_bytes.labels(topic=changelog),
         )
 
     def by_root(record: Any) -> str:
@@ -247,12 +255,15 @@ def create_app(
 
 
 def _counted(topic: Any, deps: Deps) -> Send:
-    """The topic's send, counting the bytes it puts on the broker (bench: bytes per turn),
+    """The topic's send, counting the records and bytes it puts on the broker (the bench),
     and carrying the current trace context in the record's headers (traceparent)."""
-    counter = deps.metrics.produced_bytes.labels(topic=topic.get_topic_name())
+    name = topic.get_topic_name()
+    size = deps.metrics.produced_bytes.labels(topic=name)
+    records = deps.metrics.produced_records.labels(topic=name)
 
     async def send(key: bytes | None, value: bytes, headers: Any = None) -> Any:
-        counter.inc(len(value))
+        size.inc(len(value))
+        records.inc()
         headers = tracing.inject(headers)
         return await topic.send(key=key, value=value, headers=headers)
 

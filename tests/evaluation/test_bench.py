@@ -149,7 +149,14 @@ def test_bench_shows_each_phase_and_writes_its_report(
     assert "continuity" in tasks
     assert tasks & {"topics", "topics_batch", "topics_summary"}, "evicted pages had topics"
     assert result["ingest"]["bytes_per_turn"] > 0
+    records = result["ingest"]["records_per_turn_by_topic"]
+    assert records["memoryos.turns"] == pytest.approx(1.0), "one record per turn sent"
+    assert records["memoryos.pages"] >= 1.0, "a page per turn, and forget markers"
+    assert records["memoryos-stm-windows-changelog"] >= 1.0, "the window, written each turn"
+    assert result["ingest"]["records_per_turn"] == pytest.approx(sum(records.values()), abs=0.05)
     markdown = (out / "bench.md").read_text()
     assert "seeded, not ingested" in markdown
+    assert "records per turn" in markdown
+    assert "respond p99 <= 60 ms" in markdown
     for png in (THROUGHPUT_PNG, LATENCY_PNG):
         assert (out / png).read_bytes().startswith(b"\x89PNG")
