@@ -168,15 +168,17 @@ class MemoryRepository:
             await self.save_pages(pages, MTM, segment_id)
         return len(stale)
 
-    async def pages_by_id(self, user_id: str, page_ids: Sequence[str]) -> list[Page]:
-        """These pages of the user that are stored, oldest first, without vectors."""
+    async def pages_by_id(
+        self, user_id: str, page_ids: Sequence[str], with_vectors: bool = False
+    ) -> list[Page]:
+        """These pages of the user that are stored, oldest first."""
         points = [
             p
-            for p in await self.store.retrieve(PAGES, page_ids)
+            for p in await self.store.retrieve(PAGES, page_ids, with_vectors=with_vectors)
             if p.payload.get("user_id") == user_id
         ]
         points.sort(key=lambda p: int(p.payload.get("seq", 0)))
-        return [_page_from(p.payload, None) for p in points]
+        return [_page_from(p.payload, p.vector if with_vectors else None) for p in points]
 
     async def mid_term_pages(self, user_id: str) -> list[tuple[str, Page]]:
         """(segment id, page) of every MTM page of the user, oldest first."""

@@ -1,4 +1,12 @@
-"""STM stage: pages -> the user's short-term window; the oldest page moves on to MTM."""
+"""STM stage: pages -> the user's short-term window; the oldest page moves on to MTM.
+
+The window's table (keyed by user) holds which pages it has, in order, and their key
+generation: ids only. The pages themselves are in the store, which the stage writes first and
+reads them back from; a table entry holding the pages would put the whole window, sealed, on the
+changelog at every turn (docs/benchmarks.md, "What a turn puts on the broker"). A missing or
+stale entry (another key generation, a page the store no longer has) is answered by the store's
+STM tier.
+"""
 
 from __future__ import annotations
 
@@ -71,13 +79,7 @@ class ShortTermAgent(RecordStage):
             sealed = await keyring.seal(user_id, gen, dumps(EvictedPage(page=old)))
             if sealed is not None:  # None: its key is destroyed, the user forgotten
                 await self.send_mid_term(key=user_key(user_id), value=sealed)
-        value = await keyring.seal_value(
-            user_id, gen, [p.model_dump(mode="json") for p in new_window]
-        )
-        if value is None:
-            self.windows.pop(user_id, None)
-        else:
-            self.windows[user_id] = value
+        self.windows[user_id] = {"gen": gen, "pages": [p.page_id for p in new_window]}
         transitions = self.deps.metrics.transitions
         transitions.labels(transition="stm_in").inc()
         transitions.labels(transition="stm_to_mtm").inc(len(evicted))
@@ -91,11 +93,10 @@ class ShortTermAgent(RecordStage):
         await self.send_mid_term(key=user_key(marker.user_id), value=dumps(marker))
 
     async def window(self, user_id: str, gen: int) -> list[Page]:
-        """The table entry is a cache (sealed: its changelog is on the broker); the store
-        holds the window too, and answers when the entry is missing, of another key
-        generation, or unreadable."""
-        cached = self.windows.get(user_id)
-        opened = await self.deps.keyring.open_value(cached) if cached is not None else None
-        if opened is not None and opened[0] == gen:
-            return [Page.model_validate(p) for p in opened[1]]
+        entry = self.windows.get(user_id)
+        if entry is not None and entry.get("gen") == gen:
+            ids = list(entry["pages"])
+            pages = await self.deps.repo.pages_by_id(user_id, ids, with_vectors=True)
+            if [p.page_id for p in pages] == ids:
+                return pages
         return await self.deps.repo.stm_pages(user_id)

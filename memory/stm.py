@@ -1,6 +1,7 @@
 """Short-term memory: a per-user FIFO window of the most recent pages (paper: 7 pages).
 
-Pure: the STM agent keeps the window in a table and sends the evicted pages on to MTM.
+Pure: the STM agent keeps the window (its page ids in a table, the pages in the store) and
+sends the evicted pages on to MTM.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def test_bench_shows_each_phase_and_writes_its_report(
     records = result["ingest"]["records_per_turn_by_topic"]
     assert records["memoryos.turns"] == pytest.approx(1.0), "one record per turn sent"
     assert records["memoryos.pages"] >= 1.0, "a page per turn, and forget markers"
-    assert records["memoryos-stm-windows-changelog"] >= 1.0, "the window, written each turn"
+    assert records["memoryos-chain-tails-changelog"] >= 1.0, "the tail, written each turn"
     assert result["ingest"]["records_per_turn"] == pytest.approx(sum(records.values()), abs=0.05)
     markdown = (out / "bench.md").read_text()
     assert "seeded, not ingested" in markdown
