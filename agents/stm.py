@@ -94,7 +94,8 @@ class ShortTermAgent(RecordStage):
 
     async def window(self, user_id: str, gen: int) -> list[Page]:
         entry = self.windows.get(user_id)
-        if entry is not None and entry.get("gen") == gen:
+        # an older version's entry was the sealed window itself (a string): read as missing
+        if isinstance(entry, dict) and entry.get("gen") == gen:
             ids = list(entry["pages"])
             pages = await self.deps.repo.pages_by_id(user_id, ids, with_vectors=True)
             if [p.page_id for p in pages] == ids:

@@ -28,7 +28,7 @@ async def test_the_entry_holds_ids_only_in_the_windows_order() -> None:
     assert set(entry) == {"gen", "pages"}, "no text, nothing to seal"
 
 
-@pytest.mark.parametrize("damage", ["gone", "stale page", "other generation"])
+@pytest.mark.parametrize("damage", ["gone", "stale page", "other generation", "older version"])
 async def test_a_wrong_entry_gives_way_to_the_store(damage: str) -> None:
     intact = Pipeline(await make_deps(stm_capacity=3))
     damaged = Pipeline(await make_deps(stm_capacity=3))
@@ -40,8 +40,10 @@ async def test_a_wrong_entry_gives_way_to_the_store(damage: str) -> None:
         del table["ann"]
     elif damage == "stale page":
         table["ann"] = {**table["ann"], "pages": [str(uuid.uuid4()), *table["ann"]["pages"][1:]]}
-    else:
+    elif damage == "other generation":
         table["ann"] = {**table["ann"], "gen": table["ann"]["gen"] + 1}
+    else:  # the sealed window an older version kept, base64 text
+        table["ann"] = "AG1vczEAAAAAAAAAAAAD"
     for pipeline in (intact, damaged):
         await ingest(pipeline, "ann", 3, start=4)
         await pipeline.drain()
