@@ -147,6 +147,7 @@ class Stack:
         self.deps: Deps | None = deps
         self._owns_deps = deps is None
         self.memory_app: MemoryApp | None = None
+        self._stopped = False
         self.service: ResponseService | None = None
         self.lag: LagProbe | None = None
         self._server: uvicorn.Server | None = None
@@ -520,6 +521,9 @@ class Stack:
         Every step is bounded and a failing step does not skip the later ones, so the broker
         child is always stopped and the process always exits.
         """
+        if self._stopped:
+            return  # a second stop (a test's fixture after the test stopped it) has nothing to do
+        self._stopped = True
         drain_s = self.settings.drain_timeout_s if drain_timeout_s is None else drain_timeout_s
         try:
             if self._server is not None:
