@@ -28,7 +28,8 @@ async def test_long_turns_are_split_under_the_body_limit_and_all_acknowledged(
     path = tmp_path / "long.jsonl"
     path.write_bytes(b"".join(orjson.dumps(t.model_dump(mode="json")) + b"\n" for t in turns))
     assert path.stat().st_size > 300 * 4000
-    async with running_stack(tmp_path / "data") as stack:
+    # acknowledged is what is asked here: the stop need not wait for one user's 300 turns
+    async with running_stack(tmp_path / "data", drain_timeout_s=0) as stack:
         async with AsyncMemoryClient(f"http://127.0.0.1:{stack.port}") as client:
             report = await ingest_command.post_file(path, client, NO_PROGRESS)
         assert report.acknowledged == 300, report.first_failure
@@ -49,7 +50,9 @@ async def test_requests_stay_under_a_lower_configured_body_limit(tmp_path: Path)
     turns = make_turns("small", [(f"q{i} " + "words " * 250, f"a{i}") for i in range(300)])
     path = tmp_path / "turns.jsonl"
     path.write_bytes(b"".join(orjson.dumps(t.model_dump(mode="json")) + b"\n" for t in turns))
-    async with running_stack(tmp_path / "data", max_body_bytes=64 * 1024) as stack:
+    async with running_stack(
+        tmp_path / "data", max_body_bytes=64 * 1024, drain_timeout_s=0
+    ) as stack:
         args = argparse.Namespace(
             file=path, url=f"http://127.0.0.1:{stack.port}", wait=False, messages=False
         )
