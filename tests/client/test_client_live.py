@@ -16,7 +16,7 @@ from evaluation.fake_openai import FakeOpenAI
 from memoryos_client import AsyncMemoryClient, ConnectionFailed, InvalidInput, MemoryClient
 from streams.broker import free_port
 from tests.support.readme import DEFAULT_URL, python_quick_start
-from tests.support.stacks import UpProcess, eventually
+from tests.support.stacks import UpProcess, eventually, up_running
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -42,13 +42,8 @@ async def up(
         "MEMORYOS_EMBEDDING_MODEL": "fake-embedding",
         "MEMORYOS_STM_CAPACITY": "3",
     }
-    process = UpProcess(tmp_path_factory.mktemp(f"client-{request.param}"), **env)
-    process.start()
-    try:
-        await process.wait_ready()
+    async with up_running(tmp_path_factory.mktemp(f"client-{request.param}"), **env) as process:
         yield process
-    finally:
-        process.terminate()
 
 
 async def test_the_readme_quick_start_runs_as_written(up: UpProcess) -> None:
