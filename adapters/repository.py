@@ -169,13 +169,18 @@ class MemoryRepository:
         return len(stale)
 
     async def pages_by_id(
-        self, user_id: str, page_ids: Sequence[str], with_vectors: bool = False
+        self,
+        user_id: str,
+        page_ids: Sequence[str],
+        with_vectors: bool = False,
+        tier: str | None = None,
     ) -> list[Page]:
-        """These pages of the user that are stored, oldest first."""
+        """These pages of the user that are stored (in ``tier``, if given), oldest first."""
         points = [
             p
             for p in await self.store.retrieve(PAGES, page_ids, with_vectors=with_vectors)
             if p.payload.get("user_id") == user_id
+            and (tier is None or p.payload.get("tier") == tier)
         ]
         points.sort(key=lambda p: int(p.payload.get("seq", 0)))
         return [_page_from(p.payload, p.vector if with_vectors else None) for p in points]

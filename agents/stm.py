@@ -95,9 +95,10 @@ class ShortTermAgent(RecordStage):
     async def window(self, user_id: str, gen: int) -> list[Page]:
         entry = self.windows.get(user_id)
         # an older version's entry was the sealed window itself (a string): read as missing
-        if isinstance(entry, dict) and entry.get("gen") == gen:
-            ids = list(entry["pages"])
-            pages = await self.deps.repo.pages_by_id(user_id, ids, with_vectors=True)
+        ids = entry.get("pages") if isinstance(entry, dict) and entry.get("gen") == gen else None
+        if isinstance(ids, list):
+            # every page still in STM, or the entry is stale (a write after the store's was lost)
+            pages = await self.deps.repo.pages_by_id(user_id, ids, with_vectors=True, tier=STM)
             if [p.page_id for p in pages] == ids:
                 return pages
         return await self.deps.repo.stm_pages(user_id)

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from schemas.topics import MTM
 from tests.support.fakes import Pipeline, make_deps
 from tests.support.pipelines import ingest
 
@@ -28,7 +29,10 @@ async def test_the_entry_holds_ids_only_in_the_windows_order() -> None:
     assert set(entry) == {"gen", "pages"}, "no text, nothing to seal"
 
 
-@pytest.mark.parametrize("damage", ["gone", "stale page", "other generation", "older version"])
+@pytest.mark.parametrize(
+    "damage",
+    ["gone", "stale page", "a page that left", "other generation", "older version", "no list"],
+)
 async def test_a_wrong_entry_gives_way_to_the_store(damage: str) -> None:
     intact = Pipeline(await make_deps(stm_capacity=3))
     damaged = Pipeline(await make_deps(stm_capacity=3))
@@ -40,6 +44,11 @@ async def test_a_wrong_entry_gives_way_to_the_store(damage: str) -> None:
         del table["ann"]
     elif damage == "stale page":
         table["ann"] = {**table["ann"], "pages": [str(uuid.uuid4()), *table["ann"]["pages"][1:]]}
+    elif damage == "a page that left":  # the entry of before an eviction whose write was lost
+        left = (await damaged.deps.repo.mid_term_pages("ann"))[-1][1].page_id
+        table["ann"] = {**table["ann"], "pages": [left, *table["ann"]["pages"]]}
+    elif damage == "no list":
+        table["ann"] = {"gen": table["ann"]["gen"]}
     elif damage == "other generation":
         table["ann"] = {**table["ann"], "gen": table["ann"]["gen"] + 1}
     else:  # the sealed window an older version kept, base64 text
@@ -49,5 +58,7 @@ async def test_a_wrong_entry_gives_way_to_the_store(damage: str) -> None:
         await pipeline.drain()
     assert await window_after(damaged, "ann") == await window_after(intact, "ann")
     assert await window_after(damaged, "ann") == ["t004", "t005", "t006"]
+    # no page left STM twice: a page the entry still named after it left is not evicted again
+    assert len(damaged.topics[MTM]) == len(intact.topics[MTM])
     mid = await damaged.deps.repo.mid_term_pages("ann")
     assert sorted(page.turn_id for _, page in mid) == ["t000", "t001", "t002", "t003"]
