@@ -44,7 +44,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from adapters.embedders.minilm_models import Matrix
 from adapters.process_stats import rss_bytes
-from schemas.errors import EmbedderError
+from schemas.errors import EmbedderError, MemoryOSError
 
 log = logging.getLogger(__name__)
 LENGTH = struct.Struct("<I")
@@ -69,12 +69,23 @@ class _Child:
 
 
 class ProcessHost:
+    """The parent's side of a child that answers requests one at a time, in order. The model
+    is one such child; ``adapters.llm.text_process`` is another (its class attributes name its
+    module, what it is called in errors, and its error)."""
+
+    module = __name__
+    what = "the model process"
+    error: type[MemoryOSError] = EmbedderError
+
     def __init__(self, runtime: str, cache_dir: Path, threads: int, precision: str) -> None:
-        self._args = [runtime, str(cache_dir), str(threads), precision]
+        self._open([runtime, str(cache_dir), str(threads), precision])
+        _HOSTS.add(self)
+
+    def _open(self, args: list[str]) -> None:
+        self._args = args
         self._child: _Child | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._starting: asyncio.Lock | None = None
-        _HOSTS.add(self)
 
     @property
     def pid(self) -> int | None:
@@ -86,9 +97,18 @@ class ProcessHost:
             body = orjson.dumps(batch)
         except TypeError as exc:  # a lone surrogate: no UTF-8 for it, as in the thread's tokenizer
             raise EmbedderError(f"MiniLM could not embed {len(batch)} texts: {exc}") from exc
+        matrix: Matrix = await self.ask(body)
+        return matrix
+
+    def decode(self, body: bytes) -> Any:
+        """An answer's body as the caller gets it: the model's rows."""
+        return np.frombuffer(body, dtype=np.float32).reshape(-1, DIM)
+
+    async def ask(self, body: bytes) -> Any:
+        """One request's answer, as ``decode`` gives it, in the order asked."""
         frame = LENGTH.pack(len(body)) + body
         child = await self._running()
-        answer: asyncio.Future[Matrix] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         # queued and written with no await between: answers come back in this order
         child.waiting.append(answer)
         stdin = child.proc.stdin
@@ -98,7 +118,7 @@ class ProcessHost:
             await stdin.drain()
             return await answer
         except (ConnectionError, RuntimeError) as exc:  # the child is gone; the reader says why
-            raise EmbedderError(f"the model process did not take a batch: {exc}") from exc
+            raise self.error(f"{self.what} did not take a request: {exc}") from exc
         finally:
             answer.cancel()  # a caller gone before its answer: the reader skips it
 
@@ -125,7 +145,7 @@ class ProcessHost:
                 sys.executable,
                 "-P",  # not the working folder's modules: a numpy.py there is not numpy
                 "-m",
-                __name__,
+                self.module,
                 str(theirs),
                 *self._args,
                 stdin=asyncio.subprocess.PIPE,
@@ -154,15 +174,19 @@ class ProcessHost:
             if not isinstance(exc, (asyncio.IncompleteReadError, ConnectionError, EmbedderError)):
                 raise
             code = await proc.wait()
-            raise EmbedderError(
-                f"the model process ended (exit code {code}) before it was ready: {exc}; its "
+            raise self.error(
+                f"{self.what} ended (exit code {code}) before it was ready: {exc}; its "
                 "stderr above says more"
             ) from None
         if kind != READY:
             self._stop_now(child)
-            raise EmbedderError(f"cannot load all-MiniLM-L6-v2: {body.decode(errors='replace')}")
-        _STARTS[0] += 1
+            raise self.error(self.not_ready(body.decode(errors="replace")))
+        if type(self) is ProcessHost:
+            _STARTS[0] += 1
         return child
+
+    def not_ready(self, why: str) -> str:
+        return f"cannot load all-MiniLM-L6-v2: {why}"
 
     async def _read(self, child: _Child) -> None:
         code: int | None = None
@@ -173,9 +197,9 @@ class ProcessHost:
                 if answer.done():  # its caller was cancelled
                     continue
                 if kind == VECTORS:
-                    answer.set_result(np.frombuffer(body, dtype=np.float32).reshape(-1, DIM))
+                    answer.set_result(self.decode(body))
                 else:
-                    answer.set_exception(EmbedderError(body.decode(errors="replace")))
+                    answer.set_exception(self.error(body.decode(errors="replace")))
         except (asyncio.IncompleteReadError, ConnectionError, EmbedderError):
             self._stop_now(child)  # a malformed answer: the child may still be running
             code = await child.proc.wait()
@@ -183,11 +207,12 @@ class ProcessHost:
             self._stop_now(child)
             if child.waiting:
                 log.warning(
-                    "the model process ended (exit code %s) with %d batches unanswered",
+                    "%s ended (exit code %s) with %d requests unanswered",
+                    self.what,
                     code,
                     len(child.waiting),
                 )
-            failure = EmbedderError(f"the model process ended (exit code {code})")
+            failure = self.error(f"{self.what} ended (exit code {code})")
             while child.waiting:
                 answer = child.waiting.popleft()
                 if not answer.done():
@@ -223,7 +248,7 @@ class ProcessHost:
             return
         self._stop_now(child)
         _forget_transports(child, self._loop)
-        failure = EmbedderError("the model process was left behind by a closed event loop")
+        failure = self.error(f"{self.what} was left behind by a closed event loop")
         while child.waiting:
             answer = child.waiting.popleft()
             if not answer.done() and not answer.get_loop().is_closed():
@@ -303,12 +328,12 @@ async def _answer(stream: asyncio.StreamReader) -> tuple[bytes, bytes]:
 # --- the child ---
 
 
-def _send(out: BinaryIO, kind: bytes, body: bytes) -> None:
+def send_frame(out: BinaryIO, kind: bytes, body: bytes) -> None:
     out.write(kind + LENGTH.pack(len(body)) + body)
     out.flush()
 
 
-def _request(source: BinaryIO) -> list[str] | None:
+def read_request(source: BinaryIO) -> list[str] | None:
     head = source.read(LENGTH.size)
     if len(head) < LENGTH.size:
         return None  # the parent closed our stdin, or is gone
@@ -330,16 +355,16 @@ def main(argv: list[str]) -> int:
         try:
             model = load_model(runtime, Path(cache_dir), threads=int(threads), precision=precision)
         except Exception as exc:
-            _send(out, ERROR, str(exc).encode())
+            send_frame(out, ERROR, str(exc).encode())
             return 1
-        _send(out, READY, b"")
-        while (batch := _request(sys.stdin.buffer)) is not None:
+        send_frame(out, READY, b"")
+        while (batch := read_request(sys.stdin.buffer)) is not None:
             try:
                 rows = np.ascontiguousarray(encode_and_trim(model, batch), dtype=np.float32)
             except EmbedderError as exc:
-                _send(out, ERROR, str(exc).encode())
+                send_frame(out, ERROR, str(exc).encode())
             else:
-                _send(out, VECTORS, rows.tobytes())
+                send_frame(out, VECTORS, rows.tobytes())
     except BrokenPipeError:
         return 0  # the parent is gone: nobody to answer
     return 0

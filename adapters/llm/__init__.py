@@ -23,5 +23,6 @@ def build_llm(
 
         return OpenAILLM(settings, embedder=embedder, on_tokens=on_tokens)
     from adapters.llm.offline_llm import OfflineLLM
+    from adapters.llm.text_process import TextHost
 
-    return OfflineLLM(embedder, keyword_mode=settings.offline_keywords)
+    return OfflineLLM(embedder, keyword_mode=settings.offline_keywords, text=TextHost())

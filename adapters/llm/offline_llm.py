@@ -15,13 +15,13 @@ from adapters.llm.extractive import (
     KeywordMode,
     Line,
     dialogue_lines,
-    keywords,
     sentences,
     speech,
     summarize,
     tokens,
 )
 from adapters.llm.offline_answers import I_DONT_KNOW, chat_answer
+from adapters.llm.offline_text import FACT_MAX_CHARS, InlineText, TextWork, TopicRow
 from adapters.llm.offline_traits import detect_traits, merge_traits
 from adapters.ports import Answer, Embedder, PersonaFacts, PromptMemory, Topic
 from memory.chain import ContinuityVerdict
@@ -36,9 +36,6 @@ log = logging.getLogger(__name__)
 # 0.4-0.6 and of unrelated turns below 0.2, so 0.2 splits them with the lexical term as a tiebreak.
 LEXICAL_THRESHOLD = 0.1
 COMBINED_THRESHOLD = 0.2
-# A second theme is split off only where the two halves share (almost) no content words.
-TOPIC_SPLIT_MAX_JACCARD = 0.05
-FACT_MAX_CHARS = 200
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 _FIRST_PERSON_USER = re.compile(
@@ -77,12 +74,16 @@ class OfflineLLM:
         *,
         announce: bool = True,
         keyword_mode: KeywordMode = "yake",
+        text: TextWork | None = None,
     ) -> None:
         """``embedder`` gives continuity vectors for pages that carry none; ``announce=False``
         is for the OpenAI backend's fallback copy, which is not "the backend in use";
-        ``keyword_mode`` picks how topic keywords are extracted (``extractive.keywords``)."""
+        ``keyword_mode`` picks how topic keywords are extracted (``extractive.keywords``);
+        ``text`` runs the keywords and summaries (``offline_text``): in this process unless
+        given the text process, which keeps them off the event loop."""
         self._embedder = embedder
         self._keyword_mode: KeywordMode = keyword_mode
+        self._text: TextWork = text or InlineText()
         if announce:
             log.warning("offline LLM backend in use: extractive heuristics, no model")
 
@@ -118,21 +119,20 @@ class OfflineLLM:
         return left, right
 
     async def topics(self, dialogue: str) -> list[Topic]:
-        lines = [line for line in dialogue_lines(dialogue) if line.speaker != "time"]
-        if not speech(lines).strip():
-            return []
-        return [_topic(part, self._keyword_mode) for part in _split_themes(lines)]
+        return _topics(await self._text.run("topics", dialogue, self._keyword_mode))
 
     async def topics_many(self, dialogues: Sequence[str]) -> list[list[Topic]]:
-        return [await self.topics(dialogue) for dialogue in dialogues]
+        found = await self._text.run("topics_many", list(dialogues), self._keyword_mode)
+        return [_topics(rows) for rows in found]
 
     async def topics_summary(self, dialogue: str, previous_summary: str) -> tuple[list[Topic], str]:
-        return await self.topics(dialogue), await self.segment_summary(previous_summary, dialogue)
+        rows, summary = await self._text.run(
+            "topics_summary", dialogue, previous_summary, self._keyword_mode
+        )
+        return _topics(rows), str(summary)
 
     async def segment_summary(self, previous_summary: str, dialogue: str) -> str:
-        history = [Line("", previous_summary)] if previous_summary.strip() else []
-        summary = summarize([*history, *dialogue_lines(dialogue)], limit=3)
-        return summary or previous_summary.strip() or dialogue.strip()[:FACT_MAX_CHARS]
+        return str(await self._text.run("segment_summary", previous_summary, dialogue))
 
     async def user_traits(self, known: Mapping[str, Trait], dialogue: str) -> dict[str, Trait]:
         said = speech(line for line in dialogue_lines(dialogue) if line.speaker in ("user", ""))
@@ -177,33 +177,18 @@ class OfflineLLM:
         return Answer(text=chat_answer(memory.query, memory.texts, memory.profile, memory.facts))
 
     async def close(self) -> None:
-        return None
+        await self._text.close()
 
 
 def _nonempty(summary: str, page: Page) -> str:
     return summary or page.text[:FACT_MAX_CHARS]
 
 
-def _split_themes(lines: Sequence[Line]) -> list[Sequence[Line]]:
-    """One theme, or two when the dialogue has a point where its halves share no words.
-
-    Conversations change topic in sequence, so the cut is searched along the dialogue instead
-    of clustering; each half must keep at least two lines to be a theme of its own.
-    """
-    best_cut, best_overlap = 0, TOPIC_SPLIT_MAX_JACCARD
-    for cut in range(2, len(lines) - 1):
-        overlap = jaccard(tokens(speech(lines[:cut])), tokens(speech(lines[cut:])))
-        if overlap < best_overlap:
-            best_cut, best_overlap = cut, overlap
-    if best_cut == 0:
-        return [lines]
-    return [lines[:best_cut], lines[best_cut:]]
-
-
-def _topic(lines: Sequence[Line], mode: KeywordMode = "yake") -> Topic:
-    found = keywords(speech(lines), mode=mode) or ["dialogue"]
-    content = summarize(lines) or speech(lines)[:FACT_MAX_CHARS]
-    return Topic(theme=found[0][:1].upper() + found[0][1:], keywords=found, content=content)
+def _topics(rows: Sequence[TopicRow]) -> list[Topic]:
+    return [
+        Topic(theme=str(theme), keywords=list(found), content=str(content))
+        for theme, found, content in rows
+    ]
 
 
 def _first_person_facts(

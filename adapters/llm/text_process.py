@@ -1,0 +1,85 @@
+"""The offline LLM's keywords and summaries in a child process: ``TextHost`` and the child.
+
+YAKE and the extractive summaries are pure Python, a few milliseconds per page; on the event
+loop they ran between every stage's work and every request (docs/benchmarks.md, "The offline
+LLM's text work in a process of its own"). The child runs them beside the loop, on the other
+core. It is the model process's kind of child (``ProcessHost``: the same start, order, close,
+and end with its parent's death), with its own frames: a request is a u32 length and the JSON
+``[op, *args]`` of an ``offline_text.OPS`` function; the answer ``V`` holds its JSON result.
+The functions are the ones ``InlineText`` runs, so their answers are the same in either place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+import orjson
+
+from adapters.embedders.model_process import (
+    ERROR,
+    READY,
+    VECTORS,
+    ProcessHost,
+    read_request,
+    send_frame,
+)
+from schemas.errors import LLMError
+
+RESULT = VECTORS  # the frame kind of an answer
+
+
+class TextHost(ProcessHost):
+    module = __name__
+    what = "the offline text process"
+    error = LLMError
+
+    def __init__(self) -> None:
+        self._open([])
+
+    def decode(self, body: bytes) -> Any:
+        return orjson.loads(body)
+
+    def not_ready(self, why: str) -> str:
+        return f"the offline text process could not start: {why}"
+
+    async def run(self, op: str, *args: Any) -> Any:
+        try:
+            body = orjson.dumps([op, *args])
+        except TypeError:  # text JSON cannot carry (a lone surrogate): worked out here instead
+            from adapters.llm.offline_text import OPS
+
+            return OPS[op](*args)
+        return await self.ask(body)
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # in its own process group already; belt
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.basicConfig(level=logging.WARNING, format="text process: %(levelname)s %(message)s")
+    out = os.fdopen(int(sys.argv[1]), "wb")  # the answers' own pipe: stdout goes to stderr
+    try:
+        try:
+            from adapters.llm.offline_text import OPS
+        except Exception as exc:
+            send_frame(out, ERROR, str(exc).encode())
+            return 1
+        send_frame(out, READY, b"")
+        while (request := read_request(sys.stdin.buffer)) is not None:
+            op, *args = request
+            try:
+                result = OPS[op](*args)
+            except Exception as exc:  # this request fails; the next is answered
+                send_frame(out, ERROR, f"{op}: {type(exc).__name__}: {exc}".encode())
+            else:
+                send_frame(out, RESULT, orjson.dumps(result))
+    except BrokenPipeError:
+        return 0  # the parent is gone: nobody to answer
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

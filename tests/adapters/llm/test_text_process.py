@@ -1,0 +1,111 @@
+"""The offline LLM's keywords and summaries in a process of its own (``text_process``): the
+same answers as in this process, a failed request answered as an LLM error and the next one
+served, a dead child replaced, and no child left behind by a killed parent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from adapters.llm.offline_llm import OfflineLLM
+from adapters.llm.offline_text import InlineText
+from adapters.llm.text_process import TextHost
+from schemas.errors import LLMError
+from tests.support.paths import ROOT
+from tests.support.stacks import running
+
+DIALOGUES = [
+    "User: I adopted a beagle named Miso last week.\nAssistant: Congratulations on Miso!\n"
+    "User: We also booked a trip to Lisbon in June 2024.\nAssistant: Lisbon in June is lovely.",
+    "User: hey\nAssistant: hi",
+    "Time: 2024-05-01\nUser: order 1234 arrived broken 😞\nAssistant: Sorry, a refund is on the way.",
+    "",
+]
+
+
+@pytest.mark.parametrize("mode", ["yake", "content"])
+async def test_the_process_answers_what_this_process_answers(mode: str) -> None:
+    host = TextHost()
+    here = OfflineLLM(announce=False, keyword_mode=mode, text=InlineText())  # type: ignore[arg-type]
+    there = OfflineLLM(announce=False, keyword_mode=mode, text=host)  # type: ignore[arg-type]
+    try:
+        assert await there.topics_many(DIALOGUES) == await here.topics_many(DIALOGUES)
+        for dialogue in DIALOGUES:
+            assert await there.topics(dialogue) == await here.topics(dialogue)
+            assert await there.topics_summary(dialogue, "Earlier: a parcel.") == (
+                await here.topics_summary(dialogue, "Earlier: a parcel.")
+            )
+            assert await there.segment_summary("", dialogue) == await here.segment_summary(
+                "", dialogue
+            )
+        assert host.pid is not None, "the work ran in the child"
+    finally:
+        await there.close()
+    assert host.pid is None, "close stops the child"
+
+
+async def test_a_failing_request_is_an_llm_error_and_the_next_is_answered() -> None:
+    host = TextHost()
+    try:
+        with pytest.raises(LLMError, match="topics: AttributeError"):
+            await host.run("topics", 42, "yake")  # not a dialogue
+        assert await host.run("segment_summary", "", "User: I moved to Porto.") == (
+            "User: I moved to Porto."
+        )
+    finally:
+        await host.close()
+
+
+async def test_a_killed_child_fails_its_request_as_an_llm_error_and_is_replaced() -> None:
+    host = TextHost()
+    try:
+        await host.run("topics", DIALOGUES[0], "yake")
+        first = host.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        # the request written to the dead child fails (the stage retries it), or, when the
+        # death was seen first, a new child answers it
+        try:
+            await host.run("topics", DIALOGUES[0], "yake")
+        except LLMError as exc:
+            assert "offline text process" in str(exc)
+        inline = await InlineText().run("topics", DIALOGUES[1], "yake")
+        assert await host.run("topics", DIALOGUES[1], "yake") == [list(row) for row in inline]
+        assert host.pid not in (None, first)
+    finally:
+        await host.close()
+
+
+def test_no_child_outlives_a_parent_killed_by_sigkill() -> None:
+    script = textwrap.dedent(
+        """
+        import asyncio
+        from adapters.llm.text_process import TextHost
+
+        async def main():
+            host = TextHost()
+            await host.run("segment_summary", "", "User: hello")
+            print(host.pid, flush=True)
+            await asyncio.sleep(600)
+
+        asyncio.run(main())
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert running(child)
+    finally:
+        parent.kill()
+        parent.wait(10)
+    deadline = time.monotonic() + 30
+    while running(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(child), "the text process outlived its killed parent"
