@@ -39,17 +39,20 @@ class SegmentStats:
 
     def to_dict(self) -> dict[str, Any]:
         # spelled out: dataclasses.asdict deep-copies field by field, and this runs for every
-        # segment of the user on every MTM event
+        # segment of the user on every MTM event. Tuples, not lists: every user's state stays
+        # in the MTM table, and a dict of strings, numbers and tuples of strings is one Python's
+        # garbage collector stops tracking, so full collections (which pause the event loop)
+        # do not walk every segment of every user (docs/benchmarks.md, Garbage collection).
         return {
             "segment_id": self.segment_id,
             "last_access": self.last_access,
             "created_at": self.created_at,
             "n_visit": self.n_visit,
             "l_interaction": self.l_interaction,
-            "page_ids": list(self.page_ids),
-            "transferred": list(self.transferred),
+            "page_ids": tuple(self.page_ids),
+            "transferred": tuple(self.transferred),
             "persona_pending": self.persona_pending,
-            "unsummarized": list(self.unsummarized),
+            "unsummarized": tuple(self.unsummarized),
         }
 
     @classmethod
@@ -101,7 +104,7 @@ class MidTermState:
     def to_dict(self) -> dict[str, Any]:
         return {
             "segments": {sid: stats.to_dict() for sid, stats in self.segments.items()},
-            "evicted": list(self.evicted),
+            "evicted": tuple(self.evicted),
             "clock": self.clock,
         }
 

@@ -19,7 +19,7 @@ MAX_ENTRIES = 100_000  # (user, term) pairs; the oldest go first
 TTL_S = 30.0  # how long a count is reused
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: one object per count for the collector
 class _Count:
     value: int
     limit: int  # counted up to this many: exact only below it
