@@ -40,9 +40,9 @@ class SegmentStats:
     def to_dict(self) -> dict[str, Any]:
         # spelled out: dataclasses.asdict deep-copies field by field, and this runs for every
         # segment of the user on every MTM event. Tuples, not lists: every user's state stays
-        # in the MTM table, and a dict of strings, numbers and tuples of strings is one Python's
-        # garbage collector stops tracking, so full collections (which pause the event loop)
-        # do not walk every segment of every user (docs/benchmarks.md, Garbage collection).
+        # in the MTM table, and a dict of strings, numbers and tuples of strings is one that
+        # Python's full collections stop tracking, so they (and the event loop they pause) do
+        # not walk every segment of every user (docs/benchmarks.md, Garbage collection).
         return {
             "segment_id": self.segment_id,
             "last_access": self.last_access,

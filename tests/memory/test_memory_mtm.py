@@ -355,3 +355,19 @@ def test_the_clock_stays_within_a_records_range() -> None:
     now = state.advance(MAX_EVENT_TIME + 50_400)
     assert now == MAX_EVENT_TIME
     PersonaJob(user_id="u", segment_id="s", page_ids=["p"], at=now)  # a job it can still send
+
+
+def test_a_stored_state_is_left_out_of_garbage_collections() -> None:
+    """Every user's state stays in the MTM table: its segments, plain values, are not walked by
+    each full collection (which pauses the event loop); it reads back as it was written."""
+    import gc
+
+    state = MidTermState()
+    for index in range(3):
+        state.add_page(f"s{index}", f"p{index}", now=100.0 + index, created=True)
+    state.add_page("s0", "p9", now=200.0, created=False)
+    data = state.to_dict()
+    gc.collect()  # a full collection stops tracking a dict of plain values
+    segments = data["segments"].values()
+    assert not any(map(gc.is_tracked, segments)), "each segment is walked by every collection"
+    assert MidTermState.from_dict(json.loads(json.dumps(data))).to_dict() == data
