@@ -19,14 +19,7 @@ from typing import Any
 
 import orjson
 
-from adapters.embedders.model_process import (
-    ERROR,
-    READY,
-    VECTORS,
-    ProcessHost,
-    read_request,
-    send_frame,
-)
+from adapters.embedders.model_process import ERROR, READY, VECTORS, Answers, ProcessHost, serve
 from schemas.errors import LLMError
 
 RESULT = VECTORS  # the frame kind of an answer
@@ -60,25 +53,27 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # in its own process group already; belt
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="text process: %(levelname)s %(message)s")
-    out = os.fdopen(int(sys.argv[1]), "wb")  # the answers' own pipe: stdout goes to stderr
+    answers = Answers(os.fdopen(int(sys.argv[1]), "wb"))  # its own pipe: stdout goes to stderr
     try:
         try:
             from adapters.llm.offline_text import OPS
         except Exception as exc:
-            send_frame(out, ERROR, str(exc).encode())
+            answers.send(ERROR, str(exc).encode())
             return 1
-        send_frame(out, READY, b"")
-        while (request := read_request(sys.stdin.buffer)) is not None:
-            op, *args = request
-            try:
-                result = OPS[op](*args)
-            except Exception as exc:  # this request fails; the next is answered
-                send_frame(out, ERROR, f"{op}: {type(exc).__name__}: {exc}".encode())
-            else:
-                send_frame(out, RESULT, orjson.dumps(result))
+        answers.send(READY, b"")
+        serve(answers, lambda request: _work(OPS, request))
     except BrokenPipeError:
         return 0  # the parent is gone: nobody to answer
     return 0
+
+
+def _work(ops: dict[str, Any], request: list[Any]) -> tuple[bytes, bytes]:
+    op, *args = request
+    try:
+        result = ops[op](*args)
+    except Exception as exc:  # this request fails; the next is answered
+        return ERROR, f"{op}: {type(exc).__name__}: {exc}".encode()
+    return RESULT, orjson.dumps(result)
 
 
 if __name__ == "__main__":

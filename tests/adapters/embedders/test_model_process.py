@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from adapters.embedders.minilm import MiniLMEmbedder
-from adapters.embedders.model_process import ProcessHost, model_pids
+from adapters.embedders.model_process import ProcessHost, model_pids, query_queue
 from adapters.settings import Settings
 from schemas.errors import EmbedderError
 from tests.support.paths import ROOT
@@ -243,3 +243,29 @@ async def test_the_model_processes_memory_and_starts_are_on_the_metrics(tmp_path
         assert sample("memoryos_model_process_starts_total") > before
     finally:
         await close_deps(deps)
+
+
+async def test_a_query_is_answered_while_a_page_batch_is_still_encoding() -> None:
+    """The response service's queries have a queue of their own: a retrieve never waits behind
+    the pipeline's pages (a FIFO answered the query after the whole batch)."""
+    models = host()
+    try:
+        await models.encode(["warm up"])
+        pages = [
+            f"page {i}: " + "the parcel arrived late and the box was crushed " * 12
+            for i in range(400)
+        ]
+        batch = asyncio.create_task(models.encode(pages))
+        await asyncio.sleep(0.05)  # the batch is written first
+        token = query_queue.set(True)
+        try:
+            (query,) = await models.encode(["when did my parcel arrive?"])
+        finally:
+            query_queue.reset(token)
+        assert not batch.done(), "the query waited for the page batch"
+        assert abs(float(np.linalg.norm(query)) - 1.0) < 1e-5
+        assert (await batch).shape == (len(pages), 384)
+        (alone,) = await models.encode(["when did my parcel arrive?"])
+        assert np.allclose(alone, query, atol=1e-6), "the same vector on either queue"
+    finally:
+        await models.close()

@@ -24,7 +24,7 @@ DIALOGUES = [
     "User: I adopted a beagle named Miso last week.\nAssistant: Congratulations on Miso!\n"
     "User: We also booked a trip to Lisbon in June 2024.\nAssistant: Lisbon in June is lovely.",
     "User: hey\nAssistant: hi",
-    "Time: 2024-05-01\nUser: order 1234 arrived broken 😞\nAssistant: Sorry, a refund is on the way.",
+    "Time: 2024-05-01\nUser: order 1234 arrived broken 😞\nAssistant: Sorry, a refund is sent.",
     "",
 ]
 
@@ -71,10 +71,12 @@ async def test_a_killed_child_fails_its_request_as_an_llm_error_and_is_replaced(
         os.kill(first, signal.SIGKILL)
         # the request written to the dead child fails (the stage retries it), or, when the
         # death was seen first, a new child answers it
+        outcome: object
         try:
-            await host.run("topics", DIALOGUES[0], "yake")
+            outcome = await host.run("topics", DIALOGUES[0], "yake")
         except LLMError as exc:
-            assert "offline text process" in str(exc)
+            outcome = exc
+        assert not isinstance(outcome, LLMError) or "offline text process" in str(outcome)
         inline = await InlineText().run("topics", DIALOGUES[1], "yake")
         assert await host.run("topics", DIALOGUES[1], "yake") == [list(row) for row in inline]
         assert host.pid not in (None, first)
