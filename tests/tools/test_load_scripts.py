@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import embedder_speed, filter_latency, retrieve_load
+from tools import embedder_speed, filter_latency, respond_load, retrieve_load
 
 
 @pytest.mark.integration
@@ -66,3 +66,12 @@ async def test_embedder_speed_prints_its_rates(
     assert row["rss_mb"] > 0
     assert row["host"] == "process"
     assert row["model_process_rss_mb"] > 0, "the model's process is measured too"
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+async def test_respond_load_prints_one_row_per_way(capsys: pytest.CaptureFixture[str]) -> None:
+    await respond_load.run(users=2, turns=12, calls=3)
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    assert [row["way"] for row in rows] == list(respond_load.WAYS)
+    assert all(row["calls"] == 3 and row["p99_ms"] >= row["p50_ms"] > 0 for row in rows)
