@@ -131,6 +131,6 @@ async def check_embedder(repo: MemoryRepository, name: str, inferred: str | None
 
 
 async def close_deps(deps: Deps) -> None:
-    await deps.llm.close()
-    await deps.embedder.close()
+    # each may wait for its child process to answer what it was sent: at once, not in turn
+    await asyncio.gather(deps.llm.close(), deps.embedder.close())
     await deps.store.close()

@@ -23,7 +23,7 @@ from schemas.errors import EmbedderError
 
 
 class ModelHost(Protocol):
-    """Runs the model: one batch at a time, in the order asked."""
+    """Runs the model; each batch is answered once, to its own caller."""
 
     async def encode(self, batch: list[str]) -> Matrix: ...
 

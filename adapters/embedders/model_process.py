@@ -199,18 +199,29 @@ class ProcessHost:
     def not_ready(self, why: str) -> str:
         return f"cannot load all-MiniLM-L6-v2: {why}"
 
+    def failure(self, why: str) -> Exception:
+        """The error a caller gets for an ``E`` answer."""
+        return self.error(why)
+
     async def _read(self, child: _Child) -> None:
         code: int | None = None
         try:
             while True:
                 kind, which, body = await _answer(child.answers)
+                if not child.waiting[which]:
+                    raise EmbedderError(f"{self.what} answered a request nobody sent")
                 answer = child.waiting[which].popleft()
                 if answer.done():  # its caller was cancelled
                     continue
-                if kind == VECTORS:
+                if kind != VECTORS:
+                    answer.set_exception(self.failure(body.decode(errors="replace")))
+                    continue
+                try:
                     answer.set_result(self.decode(body))
-                else:
-                    answer.set_exception(self.error(body.decode(errors="replace")))
+                except ValueError as exc:  # a body that is not what was asked: this call fails
+                    answer.set_exception(
+                        self.error(f"{self.what} sent an unreadable answer: {exc}")
+                    )
         except (asyncio.IncompleteReadError, ConnectionError, EmbedderError):
             self._stop_now(child)  # a malformed answer: the child may still be running
             code = await child.proc.wait()
@@ -368,10 +379,17 @@ def serve(answers: Answers, work: Callable[[Any], tuple[bytes, bytes]]) -> None:
     queues = {which: queue.SimpleQueue[Any]() for which in QUEUES}
 
     def run(which: int) -> None:
-        with contextlib.suppress(BrokenPipeError):
+        try:
             while (request := queues[which].get()) is not None:
                 kind, body = work(request)
                 answers.send(kind, body, which)
+        except BrokenPipeError:
+            return  # the parent is gone
+        except BaseException:
+            # a queue nobody serves would leave its callers waiting for good: the whole child
+            # ends instead, so the parent fails what it sent and the next request starts another
+            log.exception("a queue of the child failed; the child ends")
+            os._exit(1)
 
     threads = [threading.Thread(target=run, args=(which,), daemon=True) for which in QUEUES]
     for thread in threads:

@@ -11,6 +11,7 @@ The functions are the ones ``InlineText`` runs, so their answers are the same in
 
 from __future__ import annotations
 
+import builtins
 import logging
 import os
 import signal
@@ -38,6 +39,16 @@ class TextHost(ProcessHost):
 
     def not_ready(self, why: str) -> str:
         return f"the offline text process could not start: {why}"
+
+    def failure(self, why: str) -> Exception:
+        """The child's exception as its built-in type (a ``KeyError`` in the text work is the
+        programming error the stage's policy dead-letters at once, as in this process); any
+        other is an ``LLMError``."""
+        _, _, rest = why.partition(": ")
+        kind = getattr(builtins, rest.partition(":")[0], None)
+        if isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, OSError):
+            return kind(f"in the offline text process: {why}")
+        return LLMError(why)
 
     async def run(self, op: str, *args: Any) -> Any:
         try:
@@ -68,12 +79,13 @@ def main() -> int:
 
 
 def _work(ops: dict[str, Any], request: list[Any]) -> tuple[bytes, bytes]:
-    op, *args = request
+    op = str(request[0]) if isinstance(request, list) and request else "?"
     try:
-        result = ops[op](*args)
+        result = orjson.dumps(ops[op](*request[1:]))
     except Exception as exc:  # this request fails; the next is answered
+        logging.getLogger(__name__).exception("%s failed", op)  # the traceback, on stderr
         return ERROR, f"{op}: {type(exc).__name__}: {exc}".encode()
-    return RESULT, orjson.dumps(result)
+    return RESULT, result
 
 
 if __name__ == "__main__":

@@ -269,3 +269,34 @@ async def test_a_query_is_answered_while_a_page_batch_is_still_encoding() -> Non
         assert np.allclose(alone, query, atol=1e-6), "the same vector on either queue"
     finally:
         await models.close()
+
+
+def test_a_child_whose_queue_thread_fails_ends_so_nobody_waits_on_that_queue() -> None:
+    """A failure the work did not expect ends the whole child (its parent then fails what it
+    sent, and the next request starts another), not just that queue's thread, which would
+    leave the queue's callers waiting for good while the child lived on."""
+    script = textwrap.dedent(
+        """
+        import io, os
+        from adapters.embedders.model_process import Answers, serve
+
+        def work(request):
+            raise RuntimeError("unexpected")
+
+        serve(Answers(io.BytesIO()), work)
+        """
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT
+    )
+    assert child.stdin is not None
+    body = b'["hello"]'
+    child.stdin.write(bytes([1]) + len(body).to_bytes(4, "little") + body)
+    child.stdin.flush()  # and stdin stays open: the parent is alive
+    try:
+        assert child.wait(30) == 1
+    finally:
+        child.kill()
+        child.wait()
+    assert child.stderr is not None
+    assert b"the child ends" in child.stderr.read()

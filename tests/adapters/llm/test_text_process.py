@@ -50,11 +50,15 @@ async def test_the_process_answers_what_this_process_answers(mode: str) -> None:
     assert host.pid is None, "close stops the child"
 
 
-async def test_a_failing_request_is_an_llm_error_and_the_next_is_answered() -> None:
+async def test_a_failing_request_raises_its_own_type_and_the_next_is_answered() -> None:
+    """A programming error in the text work keeps its type, so the stage's policy dead-letters
+    it as a bug at once, as it did when the work ran in this process."""
     host = TextHost()
     try:
-        with pytest.raises(LLMError, match="topics: AttributeError"):
+        with pytest.raises(AttributeError, match="topics: AttributeError"):
             await host.run("topics", 42, "yake")  # not a dialogue
+        with pytest.raises(KeyError, match="nonsense"):
+            await host.run("nonsense")  # an unknown operation
         assert await host.run("segment_summary", "", "User: I moved to Porto.") == (
             "User: I moved to Porto."
         )
