@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from adapters.embedders.model_process import query_queue
 from adapters.ports import Embedder
 
 Waiting = tuple[list[str], "asyncio.Future[list[list[float]]]"]
@@ -47,7 +46,6 @@ class MicroBatchingEmbedder:
         return await future
 
     async def _drain(self) -> None:
-        query_queue.set(True)  # this task's own context: the model answers it before pages
         await asyncio.sleep(self.window_s)
         while self._waiting:
             await self._run(self._take())

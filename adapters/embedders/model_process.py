@@ -1,17 +1,14 @@
 """MiniLM in a child process: the parent's side (``ProcessHost``) and the child's (``main``).
 
 The child is ``python -P -m adapters.embedders.model_process FD RUNTIME CACHE THREADS PRECISION``.
-It loads the model, says it is ready, then answers batches on two queues, each one batch at a
-time in the order they come: the queries of the response service (``QUERY_QUEUE``: the caller
-set ``query_queue``) and everything else (the pipeline's pages and facts). A query never waits
-behind a page batch: the two queues run at once, on two threads (the model's calls let the GIL
-go). The parent's event loop writes requests to its stdin and reads the answers from a pipe
+It loads the model, says it is ready, then answers batches one at a time in the order they
+come; the parent's event loop writes requests to its stdin and reads the answers from a pipe
 of their own as they arrive, so no thread of the parent ever waits on the model (``model_hosts``).
 
-Frames: a request is a queue byte, a u32 length and the texts as a JSON list. An answer is one
-kind byte, the queue byte, a u32 length and a body: ``R`` ready (empty), ``V`` the rows as
-float32, ``E`` an error's text. A failed batch is answered with ``E`` and the child goes on; a
-model that cannot load is answered with ``E`` and the child exits.
+Frames: a request is a u32 length and the texts as a JSON list. An answer is one kind byte, a
+u32 length and a body: ``R`` ready (empty), ``V`` the rows as float32, ``E`` an error's text.
+A failed batch is answered with ``E`` and the child goes on; a model that cannot load is
+answered with ``E`` and the child exits.
 
 The answers go to a pipe of their own (its descriptor is the first argument); the child's
 stdout goes to the parent's stderr, so nothing a library prints can land in an answer, and
@@ -30,15 +27,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import contextvars
 import dataclasses
 import logging
 import os
-import queue
 import signal
 import struct
 import sys
-import threading
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -55,10 +49,6 @@ from schemas.errors import EmbedderError, MemoryOSError
 log = logging.getLogger(__name__)
 LENGTH = struct.Struct("<I")
 READY, VECTORS, ERROR = b"R", b"V", b"E"
-OTHER_QUEUE, QUERY_QUEUE = 0, 1
-QUEUES = (OTHER_QUEUE, QUERY_QUEUE)
-# set by the response service's embedder (``batching``): its batches go on the query queue
-query_queue: contextvars.ContextVar[bool] = contextvars.ContextVar("query_queue", default=False)
 DIM = 384
 MAX_FRAME = 1 << 28  # an answer's body at the most: 4,096 texts' rows take 6.3 MB
 CLOSE_S = 10.0  # for the batches in flight at a close, then the child is killed
@@ -74,7 +64,7 @@ class _Child:
     proc: asyncio.subprocess.Process
     answers: asyncio.StreamReader
     pipe: asyncio.ReadTransport
-    waiting: tuple[collections.deque[asyncio.Future[Any]], ...]  # one per queue
+    waiting: collections.deque[asyncio.Future[Any]]
     reader: asyncio.Task[None] | None = None
 
 
@@ -116,12 +106,11 @@ class ProcessHost:
 
     async def ask(self, body: bytes) -> Any:
         """One request's answer, as ``decode`` gives it, in the order asked."""
-        which = QUERY_QUEUE if query_queue.get() else OTHER_QUEUE
-        frame = bytes([which]) + LENGTH.pack(len(body)) + body
+        frame = LENGTH.pack(len(body)) + body
         child = await self._running()
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        # queued and written with no await between: a queue's answers come back in this order
-        child.waiting[which].append(answer)
+        # queued and written with no await between: answers come back in this order
+        child.waiting.append(answer)
         stdin = child.proc.stdin
         assert stdin is not None
         try:
@@ -177,9 +166,9 @@ class ProcessHost:
         except BaseException:
             proc.kill()
             raise
-        child = _Child(proc, answers, pipe, tuple(collections.deque() for _ in QUEUES))
+        child = _Child(proc, answers, pipe, collections.deque())
         try:
-            kind, _, body = await _answer(answers)
+            kind, body = await _answer(answers)
         except BaseException as exc:
             self._stop_now(child)  # a caller cancelled mid-start leaves no child behind
             if not isinstance(exc, (asyncio.IncompleteReadError, ConnectionError, EmbedderError)):
@@ -207,10 +196,10 @@ class ProcessHost:
         code: int | None = None
         try:
             while True:
-                kind, which, body = await _answer(child.answers)
-                if not child.waiting[which]:
+                kind, body = await _answer(child.answers)
+                if not child.waiting:
                     raise EmbedderError(f"{self.what} answered a request nobody sent")
-                answer = child.waiting[which].popleft()
+                answer = child.waiting.popleft()
                 if answer.done():  # its caller was cancelled
                     continue
                 if kind != VECTORS:
@@ -227,7 +216,7 @@ class ProcessHost:
             code = await child.proc.wait()
         finally:  # however the reading ended, this child answers no more
             self._stop_now(child)
-            unanswered = sum(map(len, child.waiting))
+            unanswered = len(child.waiting)
             if unanswered:
                 log.warning(
                     "%s ended (exit code %s) with %d requests unanswered",
@@ -283,11 +272,10 @@ class ProcessHost:
 
 
 def _fail(child: _Child, failure: Exception) -> None:
-    for waiting in child.waiting:
-        while waiting:
-            answer = waiting.popleft()
-            if not answer.done() and not answer.get_loop().is_closed():
-                answer.set_exception(failure)
+    while child.waiting:
+        answer = child.waiting.popleft()
+        if not answer.done() and not answer.get_loop().is_closed():
+            answer.set_exception(failure)
 
 
 def _ended(child: _Child) -> bool:
@@ -340,67 +328,43 @@ class ModelProcessCollector:
         yield starts
 
 
-async def _answer(stream: asyncio.StreamReader) -> tuple[bytes, int, bytes]:
-    head = await stream.readexactly(2 + LENGTH.size)
-    kind, which, (length,) = head[:1], head[1], LENGTH.unpack(head[2:])
-    if kind not in (READY, VECTORS, ERROR) or which not in QUEUES or length > MAX_FRAME:
+async def _answer(stream: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    head = await stream.readexactly(1 + LENGTH.size)
+    kind, (length,) = head[:1], LENGTH.unpack(head[1:])
+    if kind not in (READY, VECTORS, ERROR) or length > MAX_FRAME:
         raise EmbedderError(f"the model process sent a malformed answer ({head!r})")
-    return kind, which, await stream.readexactly(length)
+    return kind, await stream.readexactly(length)
 
 
 # --- the child ---
 
 
 class Answers:
-    """The child's answer pipe: whole frames, from either queue's thread."""
+    """The child's answer pipe: whole frames."""
 
     def __init__(self, out: BinaryIO) -> None:
         self.out = out
-        self._lock = threading.Lock()
 
-    def send(self, kind: bytes, body: bytes, which: int = OTHER_QUEUE) -> None:
-        with self._lock:
-            self.out.write(kind + bytes([which]) + LENGTH.pack(len(body)) + body)
-            self.out.flush()
+    def send(self, kind: bytes, body: bytes) -> None:
+        self.out.write(kind + LENGTH.pack(len(body)) + body)
+        self.out.flush()
 
 
-def read_request(source: BinaryIO) -> tuple[int, Any] | None:
-    """(queue, the request's JSON); None once the parent closed our stdin, or is gone."""
-    head = source.read(1 + LENGTH.size)
-    if len(head) < 1 + LENGTH.size:
+def read_request(source: BinaryIO) -> Any:
+    """The request's JSON; None once the parent closed our stdin, or is gone."""
+    head = source.read(LENGTH.size)
+    if len(head) < LENGTH.size:
         return None
-    (length,) = LENGTH.unpack(head[1:])
-    return head[0], orjson.loads(source.read(length))
+    (length,) = LENGTH.unpack(head)
+    return orjson.loads(source.read(length))
 
 
 def serve(answers: Answers, work: Callable[[Any], tuple[bytes, bytes]]) -> None:
-    """Each queue's requests in order on a thread of its own, until stdin ends; then what was
-    read is answered before the threads stop. A parent gone mid-answer ends its thread."""
-    queues = {which: queue.SimpleQueue[Any]() for which in QUEUES}
-
-    def run(which: int) -> None:
-        try:
-            while (request := queues[which].get()) is not None:
-                kind, body = work(request)
-                answers.send(kind, body, which)
-        except BrokenPipeError:
-            return  # the parent is gone
-        except BaseException:
-            # a queue nobody serves would leave its callers waiting for good: the whole child
-            # ends instead, so the parent fails what it sent and the next request starts another
-            log.exception("a queue of the child failed; the child ends")
-            os._exit(1)
-
-    threads = [threading.Thread(target=run, args=(which,), daemon=True) for which in QUEUES]
-    for thread in threads:
-        thread.start()
+    """Each request in order, until stdin ends. What the work does not expect ends the child
+    (its parent then fails what it sent, and the next request starts another)."""
     while (request := read_request(sys.stdin.buffer)) is not None:
-        which, payload = request
-        queues[which if which in queues else OTHER_QUEUE].put(payload)
-    for which in QUEUES:
-        queues[which].put(None)
-    for thread in threads:
-        thread.join()
+        kind, body = work(request)
+        answers.send(kind, body)
 
 
 def _embed(model: Any, batch: list[str]) -> tuple[bytes, bytes]:

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import pytest
 
 from adapters.embedders.batching import MicroBatchingEmbedder
-from adapters.embedders.model_process import query_queue
 from schemas.errors import EmbedderError
 
 
@@ -59,18 +58,3 @@ async def test_a_failure_reaches_every_caller_of_its_batch() -> None:
     assert all(isinstance(result, EmbedderError) for result in results)
     with pytest.raises(EmbedderError):
         await batching.embed(["c"])
-
-
-async def test_its_batches_go_on_the_model_process_query_queue_and_the_callers_do_not() -> None:
-    queues: list[bool] = []
-
-    class LaneEmbedder(CountingEmbedder):
-        async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-            queues.append(query_queue.get())
-            return await super().embed(texts)
-
-    inner = LaneEmbedder()
-    await MicroBatchingEmbedder(inner, window_s=0.0).embed(["a question"])
-    await inner.embed(["a page, embedded by a stage"])
-    assert queues == [True, False]
-    assert query_queue.get() is False, "the caller's context is left as it was"

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from adapters.embedders.minilm import MiniLMEmbedder
-from adapters.embedders.model_process import ProcessHost, model_pids, query_queue
+from adapters.embedders.model_process import ProcessHost, model_pids
 from adapters.settings import Settings
 from schemas.errors import EmbedderError
 from tests.support.paths import ROOT
@@ -245,36 +245,9 @@ async def test_the_model_processes_memory_and_starts_are_on_the_metrics(tmp_path
         await close_deps(deps)
 
 
-async def test_a_query_is_answered_while_a_page_batch_is_still_encoding() -> None:
-    """The response service's queries have a queue of their own: a retrieve never waits behind
-    the pipeline's pages (a FIFO answered the query after the whole batch)."""
-    models = host()
-    try:
-        await models.encode(["warm up"])
-        pages = [
-            f"page {i}: " + "the parcel arrived late and the box was crushed " * 12
-            for i in range(400)
-        ]
-        batch = asyncio.create_task(models.encode(pages))
-        await asyncio.sleep(0.05)  # the batch is written first
-        token = query_queue.set(True)
-        try:
-            (query,) = await models.encode(["when did my parcel arrive?"])
-        finally:
-            query_queue.reset(token)
-        assert not batch.done(), "the query waited for the page batch"
-        assert abs(float(np.linalg.norm(query)) - 1.0) < 1e-5
-        assert (await batch).shape == (len(pages), 384)
-        (alone,) = await models.encode(["when did my parcel arrive?"])
-        assert np.allclose(alone, query, atol=1e-6), "the same vector on either queue"
-    finally:
-        await models.close()
-
-
-def test_a_child_whose_queue_thread_fails_ends_so_nobody_waits_on_that_queue() -> None:
-    """A failure the work did not expect ends the whole child (its parent then fails what it
-    sent, and the next request starts another), not just that queue's thread, which would
-    leave the queue's callers waiting for good while the child lived on."""
+def test_a_child_whose_work_fails_unexpectedly_ends() -> None:
+    """A failure the work did not expect ends the child (its parent then fails what it sent,
+    and the next request starts another): it never lives on without answering."""
     script = textwrap.dedent(
         """
         import io, os
@@ -291,7 +264,7 @@ def test_a_child_whose_queue_thread_fails_ends_so_nobody_waits_on_that_queue() -
     )
     assert child.stdin is not None
     body = b'["hello"]'
-    child.stdin.write(bytes([1]) + len(body).to_bytes(4, "little") + body)
+    child.stdin.write(len(body).to_bytes(4, "little") + body)
     child.stdin.flush()  # and stdin stays open: the parent is alive
     try:
         assert child.wait(30) == 1
@@ -299,4 +272,4 @@ def test_a_child_whose_queue_thread_fails_ends_so_nobody_waits_on_that_queue() -
         child.kill()
         child.wait()
     assert child.stderr is not None
-    assert b"the child ends" in child.stderr.read()
+    assert b"RuntimeError: unexpected" in child.stderr.read()
