@@ -59,7 +59,10 @@ class Receiver:
                 pass
 
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                length = int(self.headers.get("content-length", 0))
+                body = self.rfile.read(length)
+                if len(body) < length:
+                    return  # the sender died mid-request (a SIGKILL): nothing was delivered
                 headers = {key.lower(): value for key, value in self.headers.items()}
                 receiver.answer(self, self.path, headers, body)
 
