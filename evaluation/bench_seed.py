@@ -159,3 +159,21 @@ async def _seed_persona(
     )
     await deps.repo.save_persona(persona)
     return len(user_facts) + len(agent_facts)
+
+
+async def seed_users(
+    deps: Deps,
+    users: int,
+    turns: int,
+    segments: int,
+    rng: random.Random,
+    vectors: np.random.Generator,
+) -> list[tuple[str, list[Topic]]]:
+    """``users`` users seeded as ``seed_user`` does (ids ``bench-u00000`` on), each with its
+    topics; the load tools' store."""
+    seeded: list[tuple[str, list[Topic]]] = []
+    for index in range(users):
+        user = f"bench-u{index:05d}"
+        own, _ = await seed_user(deps, user, turns, segments, rng, vectors)
+        seeded.append((user, own))
+    return seeded

@@ -27,9 +27,9 @@ import numpy as np
 
 from adapters.settings import load_settings
 from evaluation.bench_common import parts, percentiles_ms
-from evaluation.bench_data import Topic, query_for
+from evaluation.bench_data import query_for
 from evaluation.bench_latency import WARMUP_CALLS, _flush
-from evaluation.bench_seed import seed_user
+from evaluation.bench_seed import seed_users
 from evaluation.fresh_stack import fresh_stack
 
 WAYS = ("back_to_back", "not_remembered", "idle_between")
@@ -41,11 +41,7 @@ async def run(users: int, turns: int, calls: int, seed: int = 1) -> None:
     rng, vectors = random.Random(seed), np.random.default_rng(seed)
     async with fresh_stack(load_settings(), drain_timeout_s=1.0) as stack:
         service, deps = parts(stack)
-        topics: list[tuple[str, list[Topic]]] = []
-        for index in range(users):
-            user = f"bench-u{index:05d}"
-            own, _ = await seed_user(deps, user, turns, 10, rng, vectors)
-            topics.append((user, own))
+        topics = await seed_users(deps, users, turns, 10, rng, vectors)
         await _flush(deps)
 
         def pick() -> tuple[str, str]:

@@ -21,6 +21,7 @@ from adapters.settings import load_settings
 from evaluation.fake_openai import FakeOpenAI
 from streams.broker import free_port
 from streams.stack import Stack
+from tests.support.paths import ROOT
 
 FAST_GROUP = {"consumer_session_timeout_s": 6.0, "consumer_rebalance_timeout_s": 2.0}
 
@@ -253,3 +254,20 @@ def summary(memory: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
     short = [p["turn_id"] for p in memory["short_term"]]
     mid = [p["turn_id"] for s in memory["mid_term"] for p in s["pages"]]
     return short, mid, short + mid
+
+
+def child_outlives_killed_parent(script: str, timeout_s: float = 30.0) -> bool:
+    """Runs ``script`` in a Python process of its own (it starts a child and prints the child's
+    pid), SIGKILLs it, and tells whether the child was still running ``timeout_s`` later."""
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert running(child)
+    finally:
+        parent.kill()
+        parent.wait(10)
+    deadline = time.monotonic() + timeout_s
+    while running(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return running(child)

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ from adapters.embedders.model_process import ProcessHost, model_pids
 from adapters.settings import Settings
 from schemas.errors import EmbedderError
 from tests.support.paths import ROOT
-from tests.support.stacks import model_processes, running
+from tests.support.stacks import child_outlives_killed_parent, model_processes, running
 
 TEXTS = [
     "When is my sister's birthday?",
@@ -143,18 +142,7 @@ def test_no_child_outlives_a_parent_killed_by_sigkill() -> None:
         asyncio.run(main())
         """
     )
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT)
-    try:
-        assert parent.stdout is not None
-        child = int(parent.stdout.readline())
-        assert running(child)
-    finally:
-        parent.kill()
-        parent.wait(10)
-    deadline = time.monotonic() + 30
-    while running(child) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not running(child), "the model process outlived its killed parent"
+    assert not child_outlives_killed_parent(script), "the model process outlived its killed parent"
 
 
 def own_model_processes() -> set[int]:

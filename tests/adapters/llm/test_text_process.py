@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import textwrap
-import time
 
 import pytest
 
@@ -17,8 +14,7 @@ from adapters.llm.offline_llm import OfflineLLM
 from adapters.llm.offline_text import InlineText
 from adapters.llm.text_process import TextHost
 from schemas.errors import LLMError
-from tests.support.paths import ROOT
-from tests.support.stacks import running
+from tests.support.stacks import child_outlives_killed_parent
 
 DIALOGUES = [
     "User: I adopted a beagle named Miso last week.\nAssistant: Congratulations on Miso!\n"
@@ -103,15 +99,4 @@ def test_no_child_outlives_a_parent_killed_by_sigkill() -> None:
         asyncio.run(main())
         """
     )
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT)
-    try:
-        assert parent.stdout is not None
-        child = int(parent.stdout.readline())
-        assert running(child)
-    finally:
-        parent.kill()
-        parent.wait(10)
-    deadline = time.monotonic() + 30
-    while running(child) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not running(child), "the text process outlived its killed parent"
+    assert not child_outlives_killed_parent(script), "the text process outlived its killed parent"
