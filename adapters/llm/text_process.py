@@ -11,7 +11,6 @@ The functions are the ones ``InlineText`` runs, so their answers are the same in
 
 from __future__ import annotations
 
-import builtins
 import logging
 import os
 import signal
@@ -24,6 +23,21 @@ from adapters.embedders.model_process import ERROR, READY, VECTORS, Answers, Pro
 from schemas.errors import LLMError
 
 RESULT = VECTORS  # the frame kind of an answer
+# the programming errors, each made from a message alone: any other type (UnicodeDecodeError
+# takes five arguments, a MemoryError is the child's not ours) comes back as an LLMError
+_PLAIN: dict[str, type[Exception]] = {
+    kind.__name__: kind
+    for kind in (
+        TypeError,
+        KeyError,
+        AttributeError,
+        IndexError,
+        NameError,
+        AssertionError,
+        LookupError,
+        ValueError,
+    )
+}
 
 
 class TextHost(ProcessHost):
@@ -45,10 +59,8 @@ class TextHost(ProcessHost):
         programming error the stage's policy dead-letters at once, as in this process); any
         other is an ``LLMError``."""
         _, _, rest = why.partition(": ")
-        kind = getattr(builtins, rest.partition(":")[0], None)
-        if isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, OSError):
-            return kind(f"in the offline text process: {why}")
-        return LLMError(why)
+        kind = _PLAIN.get(rest.partition(":")[0])
+        return kind(f"in the offline text process: {why}") if kind else LLMError(why)
 
     async def run(self, op: str, *args: Any) -> Any:
         try:

@@ -100,3 +100,11 @@ def test_no_child_outlives_a_parent_killed_by_sigkill() -> None:
         """
     )
     assert not child_outlives_killed_parent(script), "the text process outlived its killed parent"
+
+
+@pytest.mark.parametrize("name", ["UnicodeDecodeError", "MemoryError", "StopIteration"])
+def test_a_child_error_of_another_type_is_an_llm_error(name: str) -> None:
+    """Only the plain programming errors keep their type: one that cannot be made from a
+    message alone, or that is the child's own trouble, must not break reading the answer."""
+    assert isinstance(TextHost().failure(f"topics: {name}: from the child"), LLMError)
+    assert isinstance(TextHost().failure("topics: KeyError: 'x'"), KeyError)
