@@ -17,6 +17,7 @@ from adapters.ports import (
     Embedder,
     Filter,
     Hit,
+    Payload,
     PersonaFacts,
     Point,
     PromptMemory,
@@ -144,6 +145,10 @@ class InstrumentedStore:
     async def upsert(self, collection: str, points: Sequence[Point]) -> None:
         async with self._timed("upsert"):
             await self.inner.upsert(collection, points)
+
+    async def set_fields(self, collection: str, ids: Sequence[str], fields: Payload) -> None:
+        async with self._timed("set_fields"):
+            await self.inner.set_fields(collection, ids, fields)
 
     async def search(
         self,

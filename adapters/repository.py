@@ -130,6 +130,28 @@ class MemoryRepository:
             )
         await self.store.upsert(PAGES, points)
 
+    async def update_pages(
+        self, pages: Sequence[Page], tier: str, segment_id: str | None = None
+    ) -> None:
+        """Stored pages moved to ``tier`` (and ``segment_id``) with the keywords and chain they
+        carry, in place: what the stages change, never the text, vectors or time. A page no
+        longer stored stays gone. Cheaper than ``save_pages`` by the vectors not sent again."""
+        if tier not in TIERS:
+            raise ValueError(f"no such tier {tier!r}")
+        for page in pages:
+            fields = {
+                "tier": tier,
+                "segment_id": segment_id,
+                "keywords": list(page.keywords),
+                "chain": page.chain.model_dump(mode="json"),
+            }
+            await self.store.set_fields(PAGES, [page.page_id], fields)
+
+    async def page_vectors(self, page_ids: Sequence[str]) -> dict[str, list[float]]:
+        """The dense vectors of these pages that are stored."""
+        points = await self.store.retrieve(PAGES, page_ids, with_vectors=True)
+        return {point.id: point.vector for point in points}
+
     async def page_tiers(self, page_ids: Sequence[str]) -> dict[str, str]:
         """Which of these pages are stored, and in which tier."""
         points = await self.store.retrieve(PAGES, page_ids)
@@ -157,15 +179,10 @@ class MemoryRepository:
             return 0
         newest = max(points, key=lambda p: _seq(p.payload))
         summary = str(newest.payload.get("chain", {}).get("summary", ""))
-        stale = [p.id for p in points if p.payload.get("chain", {}).get("summary") != summary]
-        by_segment: dict[str, list[Page]] = {}
-        for point in await self.store.retrieve(PAGES, stale, with_vectors=True):
-            held = _page_from(point.payload, point.vector)
-            chain = held.chain.model_copy(update={"summary": summary})
-            segment = str(point.payload.get("segment_id"))
-            by_segment.setdefault(segment, []).append(held.model_copy(update={"chain": chain}))
-        for segment_id, pages in by_segment.items():
-            await self.save_pages(pages, MTM, segment_id)
+        stale = [p for p in points if p.payload.get("chain", {}).get("summary") != summary]
+        for point in stale:
+            chain = {**point.payload.get("chain", {}), "summary": summary}
+            await self.store.set_fields(PAGES, [point.id], {"chain": chain})
         return len(stale)
 
     async def pages_by_id(

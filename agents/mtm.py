@@ -246,7 +246,7 @@ class MidTermAgent(RecordStage):
         if owner is None:
             await deps.repo.delete_pages([page.page_id])  # its segment was evicted at once
         else:
-            await deps.repo.save_pages([page], MTM, owner)
+            await deps.repo.update_pages([page], MTM, owner)
             # the newest page of its chain to leave STM: the earlier ones take its summary
             await deps.repo.follow_chain_summary(page)
 

@@ -67,14 +67,25 @@ class ShortTermAgent(RecordStage):
             return  # already in the window: a replay
         # The store first: evicted pages are marked as leaving (no longer STM, so the window
         # never exceeds its capacity; found by the reconciler if the hand-over below is lost).
+        # The window's pages are stored already: only their tier and chain change, in place.
         before = {p.page_id: p for p in window}
-        changed = [p for p in new_window if before.get(p.page_id) != p]
+        relinked = [p for p in new_window if p.page_id in before and before[p.page_id] != p]
+        new = [p for p in new_window if p.page_id not in before]
         # announced before it is written: a crash between leaves the event and the work owed
         stored = next((p for p in new_window if p.page_id == page.page_id), page)
         # the page's key generation is its user's last DELETE (ms) as the stages saw it
         await self.events.emit([page_stored(stored, self.deps.clock.now(), max(gen, 0))])
-        await self.deps.repo.save_pages(evicted, LEAVING)
-        await self.deps.repo.save_pages(changed, STM)
+        repo = self.deps.repo
+        await repo.update_pages(evicted, LEAVING)
+        await repo.update_pages(relinked, STM)
+        await repo.save_pages(new, STM)
+        if evicted:  # the window is read without vectors; MTM places a page by its vector
+            vectors = await repo.page_vectors([p.page_id for p in evicted])
+            evicted = [
+                p.model_copy(update={"vector": vectors[p.page_id]})
+                for p in evicted
+                if p.page_id in vectors  # gone meanwhile: its user forgotten
+            ]
         for old in evicted:
             sealed = await keyring.seal(user_id, gen, dumps(EvictedPage(page=old)))
             if sealed is not None:  # None: its key is destroyed, the user forgotten
@@ -98,7 +109,7 @@ class ShortTermAgent(RecordStage):
         ids = entry.get("pages") if isinstance(entry, dict) and entry.get("gen") == gen else None
         if isinstance(ids, list):
             # every page still in STM, or the entry is stale (a write after the store's was lost)
-            pages = await self.deps.repo.pages_by_id(user_id, ids, with_vectors=True, tier=STM)
+            pages = await self.deps.repo.pages_by_id(user_id, ids, tier=STM)
             if [p.page_id for p in pages] == ids:
                 return pages
-        return await self.deps.repo.stm_pages(user_id)
+        return await self.deps.repo.stm_pages(user_id, with_vectors=False)

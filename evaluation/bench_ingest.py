@@ -52,6 +52,9 @@ class IngestResult:
     ratio_to_ceiling: float = 0.0
     embedder: str = ""  # the name the run's store recorded: which vectors were measured
     cpu_cores_used: float = 0.0
+    # the event loop's thread (the worker's stages and the service): CPU per turn is what tells
+    # two runs apart on a machine whose speed drifts
+    loop_cpu_ms_per_turn: float = 0.0
     embed_busy_s: float = 0.0
     stage_busy_s: dict[str, float] = field(default_factory=dict)
     stage_events: dict[str, float] = field(default_factory=dict)
@@ -124,6 +127,7 @@ async def measure_ingest(
         timeout = BASE_TIMEOUT_S + PER_TURN_TIMEOUT_S * len(turns)
         say(f"ingest: sending {len(turns)} turns of {users} users through Kafka")
         before, cpu_before = MetricsSnapshot(deps), cpu_seconds()
+        loop_before = time.thread_time()
         started = time.monotonic()
         step = chunk or len(turns) or 1
         for start in range(0, len(turns), step):
@@ -133,6 +137,8 @@ async def measure_ingest(
         if placed is None:
             raise RuntimeError(f"ingest did not complete within {timeout:.0f} s")
         after, cpu_after = MetricsSnapshot(deps), cpu_seconds()
+        loop_s = time.thread_time() - loop_before
+        result.loop_cpu_ms_per_turn = round(1000 * loop_s / len(turns), 2) if turns else 0.0
         result.placed_s = placed - started
         idle = await stack.wait_idle(timeout)  # the lag probe sees commits (every 1 s) late
         result.idle_s = time.monotonic() - started if idle else -1.0

@@ -149,6 +149,22 @@ def check_points(spec: CollectionSpec, points: Sequence[Point]) -> None:
         check_payload(spec, point)
 
 
+def check_fields(spec: CollectionSpec, ids: Sequence[str], fields: Payload) -> list[str]:
+    """The canonical ids, or a refusal of fields that would move a point to another user or
+    that the engine could not read back."""
+    if USER_ID in fields:
+        raise StoreError(f"{spec.name}: {USER_ID!r} is a point's owner, never changed in place")
+    where = f"{spec.name}: fields for {len(ids)} points"
+    if problem := json_problem(fields, "payload", MAX_PAYLOAD_DEPTH):
+        raise UnstorablePayload(f"{where} cannot be stored: {problem}", field="payload")
+    if (size := len(orjson.dumps(fields))) > MAX_PAYLOAD_BYTES:
+        raise UnstorablePayload(
+            f"{where} cannot be stored: {size} bytes as JSON, at most {MAX_PAYLOAD_BYTES}",
+            field="payload",
+        )
+    return check_ids(ids)
+
+
 def check_payload(spec: CollectionSpec, point: Point) -> None:
     """Refuse a payload the engine could not read back, so it never reaches the shard."""
     where = f"{spec.name}: point {point.id}"

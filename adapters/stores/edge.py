@@ -34,7 +34,16 @@ from typing import Any, TypeVar
 
 import qdrant_edge as qe
 
-from adapters.ports import PAGES, Between, Filter, FilterValue, Hit, Point, SparseVector
+from adapters.ports import (
+    PAGES,
+    Between,
+    Filter,
+    FilterValue,
+    Hit,
+    Payload,
+    Point,
+    SparseVector,
+)
 from adapters.stores.common import (
     DENSE,
     LEXICAL,
@@ -42,6 +51,7 @@ from adapters.stores.common import (
     SCROLL_PAGE,
     USER_ID,
     CollectionSpec,
+    check_fields,
     check_ids,
     check_points,
     check_search,
@@ -189,6 +199,16 @@ class EdgeStore:
         check_points(spec, points)
         operation = qe.UpdateOperation.upsert_points([_to_edge(point) for point in points])
         await self._update(collection, operation, check_ids([p.id for p in points]), "upsert")
+
+    async def set_fields(self, collection: str, ids: Sequence[str], fields: Payload) -> None:
+        if not ids:
+            return
+        wanted = check_fields(spec_of(self._specs, collection), ids, fields)
+        # By filter, not by ids: Edge refuses a set by ids when one is missing, after it has
+        # set the others.
+        only = qe.Filter(must=[qe.HasIdCondition(set[Any](wanted))])
+        operation = qe.UpdateOperation.set_payload_by_filter(only, dict(fields))
+        await self._update(collection, operation, wanted, "set_fields")
 
     async def delete(self, collection: str, ids: Sequence[str]) -> None:
         spec_of(self._specs, collection)

@@ -15,7 +15,7 @@ from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
 
-from adapters.ports import Between, Filter, FilterValue, Hit, Point, SparseVector
+from adapters.ports import Between, Filter, FilterValue, Hit, Payload, Point, SparseVector
 from adapters.stores.common import (
     DENSE,
     LEXICAL,
@@ -23,6 +23,7 @@ from adapters.stores.common import (
     SCROLL_PAGE,
     USER_ID,
     CollectionSpec,
+    check_fields,
     check_ids,
     check_points,
     check_search,
@@ -91,6 +92,15 @@ class QdrantStore:
         ]
         with store_errors(self.name, f"upsert in {collection}"):
             await self._client.upsert(collection, structs, wait=True)
+
+    async def set_fields(self, collection: str, ids: Sequence[str], fields: Payload) -> None:
+        if not ids:
+            return
+        wanted = check_fields(spec_of(self._specs, collection), ids, fields)
+        # a filter selector passes over an id not stored, where an id list fails on it
+        only = models.Filter(must=[models.HasIdCondition(has_id=list[Any](wanted))])
+        with store_errors(self.name, f"set_fields in {collection}"):
+            await self._client.set_payload(collection, dict(fields), points=only, wait=True)
 
     async def delete(self, collection: str, ids: Sequence[str]) -> None:
         spec_of(self._specs, collection)

@@ -225,6 +225,31 @@ async def test_reupsert_is_idempotent_and_replaces_payload(store: VectorStore) -
     assert again.vector == pytest.approx([0.0, 0.0, 1.0, 0.0])
 
 
+async def test_set_fields_changes_those_fields_only_and_never_brings_a_point_back(
+    store: VectorStore,
+) -> None:
+    await seed(store)
+    await store.delete(PAGES, [pid("a2")])
+    await store.set_fields(PAGES, [pid("a1"), pid("a2"), pid("b1")], {"topic": "moved", "n": [1]})
+    a1, b1 = await store.retrieve(PAGES, [pid("a1"), pid("b1")], with_vectors=True)
+    assert a1.payload == {"user_id": "alice", "key": "a1", "kind": "page", "topic": "moved",
+                          "n": [1]}  # fmt: skip
+    assert a1.vector == pytest.approx([1.0, 0.0, 0.0, 0.0]), "the vector is kept"
+    assert b1.payload["topic"] == "moved"
+    assert await store.retrieve(PAGES, [pid("a2")]) == [], "a deleted point stays deleted"
+    assert [
+        h.payload["key"]
+        for h in await store.search(PAGES, "alice", [1, 0, 0, 0], 5, where={"topic": "moved"})
+    ] == ["a1"]
+    await store.set_fields(PAGES, [], {"topic": "x"})  # nothing to change: nothing asked
+    with pytest.raises(StoreError, match="owner"):
+        await store.set_fields(PAGES, [pid("a1")], {"user_id": "bob"})
+    with pytest.raises(UnstorablePayload, match="cannot be stored"):
+        await store.set_fields(PAGES, [pid("a1")], {"x": float("nan")})
+    with pytest.raises(StoreError, match="uuid"):
+        await store.set_fields(PAGES, ["not-a-uuid"], {"topic": "x"})
+
+
 async def test_hybrid_search_finds_the_exact_word(store: VectorStore) -> None:
     word, other = 1234567, 89
     points = [
