@@ -14,6 +14,11 @@ The answers go to a pipe of their own (its descriptor is the first argument); th
 stdout goes to the parent's stderr, so nothing a library prints can land in an answer, and
 ``-P`` keeps the working folder's modules out of the child's imports.
 
+A child that leaves its oldest request unanswered for ``DEADLINE_S`` (counted from the answer
+before it, or from its write if the child was idle) is killed: a stopped or looping child
+would otherwise hold every later request, a user's DELETE queued behind one among them. Its
+requests fail as when it dies, and the next one starts another.
+
 Lifetime: the child's only way out is the end of its stdin. The parent closes it to stop the
 child (the batches already sent are answered first); a parent that dies, even by SIGKILL,
 closes it too, so no child outlives its parent. The child has a process group of its own:
@@ -52,6 +57,8 @@ READY, VECTORS, ERROR = b"R", b"V", b"E"
 DIM = 384
 MAX_FRAME = 1 << 28  # an answer's body at the most: 4,096 texts' rows take 6.3 MB
 CLOSE_S = 10.0  # for the batches in flight at a close, then the child is killed
+# A request's time alone at the head of the queue: a 4,096-text batch takes about 10 s here
+DEADLINE_S = 120.0
 
 _HOSTS: weakref.WeakSet[ProcessHost] = weakref.WeakSet()
 _STARTS = [0]  # model processes this process started and saw ready: more than one is a restart
@@ -66,6 +73,9 @@ class _Child:
     pipe: asyncio.ReadTransport
     waiting: collections.deque[asyncio.Future[Any]]
     reader: asyncio.Task[None] | None = None
+    watch: asyncio.Task[None] | None = None
+    progress: float = 0.0  # loop time of its last answer, or of a write to it while idle
+    overdue: bool = False  # killed for keeping its oldest request past the deadline
 
 
 class ProcessHost:
@@ -76,6 +86,7 @@ class ProcessHost:
     module = __name__
     what = "the model process"
     error: type[MemoryOSError] = EmbedderError
+    deadline_s = DEADLINE_S
 
     def __init__(self, runtime: str, cache_dir: Path, threads: int, precision: str) -> None:
         self._open([runtime, str(cache_dir), str(threads), precision])
@@ -110,6 +121,8 @@ class ProcessHost:
         child = await self._running()
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         # queued and written with no await between: answers come back in this order
+        if not child.waiting:
+            child.progress = answer.get_loop().time()
         child.waiting.append(answer)
         stdin = child.proc.stdin
         assert stdin is not None
@@ -135,6 +148,7 @@ class ProcessHost:
                     self._stop_now(child)
                 child = self._child = await self._start()
                 child.reader = asyncio.create_task(self._read(child))
+                child.watch = asyncio.create_task(self._watch(child))
             return child
 
     async def _start(self) -> _Child:
@@ -200,6 +214,7 @@ class ProcessHost:
                 if not child.waiting:
                     raise EmbedderError(f"{self.what} answered a request nobody sent")
                 answer = child.waiting.popleft()
+                child.progress = answer.get_loop().time()
                 if answer.done():  # its caller was cancelled
                     continue
                 if kind != VECTORS:
@@ -215,6 +230,8 @@ class ProcessHost:
             self._stop_now(child)  # a malformed answer: the child may still be running
             code = await child.proc.wait()
         finally:  # however the reading ended, this child answers no more
+            if child.watch is not None:
+                child.watch.cancel()
             self._stop_now(child)
             unanswered = len(child.waiting)
             if unanswered:
@@ -224,7 +241,25 @@ class ProcessHost:
                     code,
                     unanswered,
                 )
-            _fail(child, self.error(f"{self.what} ended (exit code {code})"))
+            why = f"did not answer within {self.deadline_s:g} s" if child.overdue else "ended"
+            _fail(child, self.error(f"{self.what} {why} (exit code {code})"))
+
+    async def _watch(self, child: _Child) -> None:
+        """Kill the child once its oldest request has waited past the deadline alone."""
+        loop = asyncio.get_running_loop()
+        every = min(1.0, self.deadline_s / 4)
+        while True:
+            await asyncio.sleep(every)
+            if child.waiting and loop.time() - child.progress > self.deadline_s:
+                log.error(
+                    "%s left a request unanswered for %g s: killing it (pid %d)",
+                    self.what,
+                    self.deadline_s,
+                    child.proc.pid,
+                )
+                child.overdue = True
+                self._stop_now(child)  # its reader fails what it was sent
+                return
 
     async def close(self) -> None:
         """Stop the child once it has answered what it was sent (at most ``CLOSE_S``); a start

@@ -4,6 +4,7 @@ served, a dead child replaced, and no child left behind by a killed parent."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import textwrap
@@ -80,6 +81,43 @@ async def test_a_killed_child_fails_its_request_as_an_llm_error_and_is_replaced(
         inline = await InlineText().run("topics", DIALOGUES[1], "yake")
         assert await host.run("topics", DIALOGUES[1], "yake") == [list(row) for row in inline]
         assert host.pid not in (None, first)
+    finally:
+        await host.close()
+
+
+async def test_a_stopped_child_is_killed_at_the_deadline_and_the_next_request_served() -> None:
+    """A child that stops answering (SIGSTOP here; a pathological input, a loop) held every
+    later request, a user's DELETE queued behind one among them: past the deadline it is
+    killed, what it was sent fails as an LLM error (the stage retries it), and a new child
+    answers the next request."""
+    host = TextHost()
+    host.deadline_s = 0.5
+    try:
+        await host.run("topics", DIALOGUES[0], "yake")
+        stuck = host.pid
+        assert stuck is not None
+        os.kill(stuck, signal.SIGSTOP)
+        queued = [host.run("topics", dialogue, "yake") for dialogue in DIALOGUES[:2]]
+        outcomes = await asyncio.wait_for(asyncio.gather(*queued, return_exceptions=True), 10)
+        assert all(isinstance(o, LLMError) for o in outcomes), outcomes
+        assert "did not answer within 0.5 s" in str(outcomes[0])
+        inline = await InlineText().run("topics", DIALOGUES[1], "yake")
+        assert await host.run("topics", DIALOGUES[1], "yake") == [list(row) for row in inline]
+        assert host.pid not in (None, stuck)
+    finally:
+        await host.close()
+
+
+async def test_a_slow_queue_within_the_deadline_is_not_cut_short() -> None:
+    """The deadline is a request's time at the head of the queue, not its time queued: many
+    requests behind each other, each quick, all get their answers."""
+    host = TextHost()
+    host.deadline_s = 1.5
+    try:
+        texts = [DIALOGUES[0] * 40] * 30  # about 3 s of work in all, each about 0.1 s
+        answers = await asyncio.gather(*(host.run("topics", t, "yake") for t in texts))
+        assert len(answers) == len(texts)
+        assert all(answers), "each answered"
     finally:
         await host.close()
 
