@@ -97,8 +97,9 @@ class VectorStore(Protocol):
 
     async def set_fields(self, collection: str, ids: Sequence[str], fields: Payload) -> None:
         """Set these payload fields on the stored points among ``ids``, keeping the rest of
-        each payload and its vectors. An id not stored is passed over: a change of where a
-        point is never brings back a point that was deleted meanwhile."""
+        each payload and its vectors; a field set to None is removed (every engine merges so).
+        An id not stored is passed over: a change of where a point is never brings back a
+        point that was deleted meanwhile."""
         ...
 
     async def search(

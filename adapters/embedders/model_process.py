@@ -14,10 +14,10 @@ The answers go to a pipe of their own (its descriptor is the first argument); th
 stdout goes to the parent's stderr, so nothing a library prints can land in an answer, and
 ``-P`` keeps the working folder's modules out of the child's imports.
 
-A child that leaves its oldest request unanswered for ``DEADLINE_S`` (counted from the answer
-before it, or from its write if the child was idle) is killed: a stopped or looping child
-would otherwise hold every later request, a user's DELETE queued behind one among them. Its
-requests fail as when it dies, and the next one starts another.
+A child that leaves its oldest request unanswered past that request's deadline (counted from
+the answer before it, or from its write if the child was idle) is killed: a stopped or looping
+child would otherwise hold every later request, a user's DELETE queued behind one among them.
+That request fails; the ones queued behind it go to the next child.
 
 Lifetime: the child's only way out is the end of its stdin. The parent closes it to stop the
 child (the batches already sent are answered first); a parent that dies, even by SIGKILL,
@@ -57,8 +57,16 @@ READY, VECTORS, ERROR = b"R", b"V", b"E"
 DIM = 384
 MAX_FRAME = 1 << 28  # an answer's body at the most: 4,096 texts' rows take 6.3 MB
 CLOSE_S = 10.0  # for the batches in flight at a close, then the child is killed
-# A request's time alone at the head of the queue: a 4,096-text batch takes about 10 s here
+# A request's time at the head of the queue before its child is taken for stuck: the base,
+# and more for a big request at a slow device's pace (a 4,096-text batch, about 1 MB, takes
+# about 10 s here and is given 220 s)
 DEADLINE_S = 120.0
+DEADLINE_BYTES_PER_S = 10_000
+
+
+class _Resend(Exception):
+    """Queued behind a request its child did not answer in time: sent again to the next."""
+
 
 _HOSTS: weakref.WeakSet[ProcessHost] = weakref.WeakSet()
 _STARTS = [0]  # model processes this process started and saw ready: more than one is a restart
@@ -71,7 +79,7 @@ class _Child:
     proc: asyncio.subprocess.Process
     answers: asyncio.StreamReader
     pipe: asyncio.ReadTransport
-    waiting: collections.deque[asyncio.Future[Any]]
+    waiting: collections.deque[tuple[asyncio.Future[Any], float]]  # with its deadline, s
     reader: asyncio.Task[None] | None = None
     watch: asyncio.Task[None] | None = None
     progress: float = 0.0  # loop time of its last answer, or of a write to it while idle
@@ -118,22 +126,26 @@ class ProcessHost:
     async def ask(self, body: bytes) -> Any:
         """One request's answer, as ``decode`` gives it, in the order asked."""
         frame = LENGTH.pack(len(body)) + body
-        child = await self._running()
-        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        # queued and written with no await between: answers come back in this order
-        if not child.waiting:
-            child.progress = answer.get_loop().time()
-        child.waiting.append(answer)
-        stdin = child.proc.stdin
-        assert stdin is not None
-        try:
-            stdin.write(frame)
-            await stdin.drain()
-            return await answer
-        except (ConnectionError, RuntimeError) as exc:  # the child is gone; the reader says why
-            raise self.error(f"{self.what} did not take a request: {exc}") from exc
-        finally:
-            answer.cancel()  # a caller gone before its answer: the reader skips it
+        deadline_s = self.deadline_s + len(body) / DEADLINE_BYTES_PER_S
+        while True:
+            child = await self._running()
+            answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            # queued and written with no await between: answers come back in this order
+            if not child.waiting:
+                child.progress = answer.get_loop().time()
+            child.waiting.append((answer, deadline_s))
+            stdin = child.proc.stdin
+            assert stdin is not None
+            try:
+                stdin.write(frame)
+                await stdin.drain()
+                return await answer
+            except _Resend:
+                continue
+            except (ConnectionError, RuntimeError) as exc:  # the child is gone; its reader says why
+                raise self.error(f"{self.what} did not take a request: {exc}") from exc
+            finally:
+                answer.cancel()  # a caller gone before its answer: the reader skips it
 
     async def _running(self) -> _Child:
         loop = asyncio.get_running_loop()
@@ -143,7 +155,7 @@ class ProcessHost:
         assert self._starting is not None
         async with self._starting:
             child = self._child
-            if child is None or child.proc.returncode is not None or _ended(child):
+            if child is None or child.proc.returncode is not None or child.overdue or _ended(child):
                 if child is not None:
                     self._stop_now(child)
                 child = self._child = await self._start()
@@ -213,7 +225,7 @@ class ProcessHost:
                 kind, body = await _answer(child.answers)
                 if not child.waiting:
                     raise EmbedderError(f"{self.what} answered a request nobody sent")
-                answer = child.waiting.popleft()
+                answer, _ = child.waiting.popleft()
                 child.progress = answer.get_loop().time()
                 if answer.done():  # its caller was cancelled
                     continue
@@ -233,6 +245,15 @@ class ProcessHost:
             if child.watch is not None:
                 child.watch.cancel()
             self._stop_now(child)
+            if child.overdue and child.waiting:
+                stuck, deadline_s = child.waiting.popleft()
+                if not stuck.done():
+                    why = f"{self.what} did not answer within {deadline_s:g} s: killed"
+                    stuck.set_exception(self.error(why))
+                while child.waiting:  # not started: they go to the next child
+                    behind, _ = child.waiting.popleft()
+                    if not behind.done() and not behind.get_loop().is_closed():
+                        behind.set_exception(_Resend())
             unanswered = len(child.waiting)
             if unanswered:
                 log.warning(
@@ -241,20 +262,19 @@ class ProcessHost:
                     code,
                     unanswered,
                 )
-            why = f"did not answer within {self.deadline_s:g} s" if child.overdue else "ended"
-            _fail(child, self.error(f"{self.what} {why} (exit code {code})"))
+            _fail(child, self.error(f"{self.what} ended (exit code {code})"))
 
     async def _watch(self, child: _Child) -> None:
-        """Kill the child once its oldest request has waited past the deadline alone."""
+        """Kill the child once its oldest request has been at the head past its deadline."""
         loop = asyncio.get_running_loop()
         every = min(1.0, self.deadline_s / 4)
         while True:
             await asyncio.sleep(every)
-            if child.waiting and loop.time() - child.progress > self.deadline_s:
+            if child.waiting and loop.time() - child.progress > child.waiting[0][1]:
                 log.error(
                     "%s left a request unanswered for %g s: killing it (pid %d)",
                     self.what,
-                    self.deadline_s,
+                    child.waiting[0][1],
                     child.proc.pid,
                 )
                 child.overdue = True
@@ -280,9 +300,10 @@ class ProcessHost:
         except TimeoutError:
             self._stop_now(child)
             await child.proc.wait()
-        if child.reader is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await child.reader
+        for task in (child.reader, child.watch):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     def _abandon(self) -> None:
         """Kill the child of a loop no longer running (its transports cannot be used here)."""
@@ -308,7 +329,7 @@ class ProcessHost:
 
 def _fail(child: _Child, failure: Exception) -> None:
     while child.waiting:
-        answer = child.waiting.popleft()
+        answer, _ = child.waiting.popleft()
         if not answer.done() and not answer.get_loop().is_closed():
             answer.set_exception(failure)
 
