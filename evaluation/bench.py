@@ -20,7 +20,7 @@ import os
 import platform
 import resource
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from typing import Any
 from adapters.settings import Settings
 from evaluation import bench_report as report
 from evaluation import soak_report
-from evaluation.bench_common import say
+from evaluation.bench_common import ChildMemory, say
 from evaluation.bench_data import SyntheticTurn, embedded_text
 from evaluation.bench_ingest import (
     IngestResult,
@@ -114,30 +114,48 @@ async def run_soak_bench(
 async def run_bench(
     settings: Settings, out: Path, sizes: Sizes, progress: Progress = NO_PROGRESS
 ) -> int:
+    with ChildMemory() as children:
+
+        def phase(name: str) -> None:
+            progress.phase(name)
+            children.part = name
+
+        code, result, latency = await _run_parts(settings, out, sizes, phase)
+    result["peak_rss_by_child_mb"] = children.report()
+    write_outputs(out, result, latency)
+    print("\n".join(report.tables(result)), flush=True)
+    say(f"wrote {out}/bench.json, bench.md, samples.json, {report.THROUGHPUT_PNG}, "
+        f"{report.LATENCY_PNG}")  # fmt: skip
+    return code
+
+
+async def _run_parts(
+    settings: Settings, out: Path, sizes: Sizes, phase: Callable[[str], None]
+) -> tuple[int, dict[str, Any], LatencyResult]:
     started, load_start = time.perf_counter(), os.getloadavg()
     await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
     say(f"{sizes.name} run: {json.dumps(asdict(sizes))}")
     conversations = make_conversations(sizes.ingest_users, sizes.ingest_turns, sizes.seed)
     texts = [embedded_text(item.turn) for talk in conversations for item in talk]
-    progress.phase("embedder ceiling")
+    phase("embedder ceiling")
     say(f"embedder ceiling: {len(texts)} texts in batches of {settings.embedding_batch_size}")
     before = await embedder_ceiling(settings, texts)
     say(f"embedder ceiling: {before:.1f} texts/s")
-    progress.phase("ingest")
+    phase("ingest")
     ingest = await measure_ingest(settings, conversations, sizes.seed)
-    progress.phase("embedder ceiling again")
+    phase("embedder ceiling again")
     # measured again after the ingest (a fresh instance: a cold cache): the machine's load
     # can drift, and the ratio should compare like with like
     after = await embedder_ceiling(settings, texts)
     say(f"embedder ceiling again: {after:.1f} texts/s")
     ingest.set_ceiling(before, after)
     say(f"ingest: {ingest.turns_per_s:.1f} turns/s ({ingest.ratio_to_ceiling:.0%} of ceiling)")
-    progress.phase("durability cost")
+    phase("durability cost")
     durability = await measure_durability(settings, conversations, sizes.seed)
-    progress.phase("llm concurrency")
+    phase("llm concurrency")
     singles: list[ConcurrencyRun] = []
     runs, sequential = await _llm_part(settings, sizes, singles)
-    progress.phase("latency")
+    phase("latency")
     latency = await measure_latency(
         settings,
         sizes.latency_users,
@@ -148,7 +166,7 @@ async def run_bench(
         sizes.ryw_tries,
         sizes.seed,
     )
-    progress.phase("report")
+    phase("report")
     result = assemble(settings, sizes, ingest, runs, sequential, latency)
     result["durability"] = durability
     if runs:
@@ -169,14 +187,10 @@ async def run_bench(
         "end": [round(x, 2) for x in os.getloadavg()],
     }
     result["goals"] = report.goals(result)
-    write_outputs(out, result, latency)
-    print("\n".join(report.tables(result)), flush=True)
-    say(f"wrote {out}/bench.json, bench.md, samples.json, {report.THROUGHPUT_PNG}, "
-        f"{report.LATENCY_PNG}")  # fmt: skip
     failed = ingest.mismatched + [m for run in runs for m in run.mismatched]
     for problem in failed:
         say(f"store count mismatch: {problem}")
-    return 1 if failed or latency.ryw_timeouts else 0
+    return (1 if failed or latency.ryw_timeouts else 0), result, latency
 
 
 DURABLE_CHUNK = 32  # turns per request: the journal commits (and fsyncs) once per request

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Sequence
 
@@ -33,6 +34,67 @@ def cpu_seconds() -> float:
         except psutil.Error:
             continue
     return total
+
+
+def cpu_by_process() -> dict[str, float]:
+    """CPU seconds so far of this process and of each kind of child (``child_kind``)."""
+    me = psutil.Process()
+    found = {"this process": float(sum(me.cpu_times()[:2]))}
+    for child in me.children(recursive=True):
+        try:
+            seconds, kind = float(sum(child.cpu_times()[:2])), child_kind(child)
+        except psutil.Error:
+            continue
+        found[kind] = found.get(kind, 0.0) + seconds
+    return found
+
+
+def child_kind(child: psutil.Process) -> str:
+    """What a child of the bench runs: the model, the text work, a broker, the fake LLM."""
+    line = " ".join(child.cmdline())
+    return next((kind for key, kind in _CHILD_KINDS if key in line), "other")
+
+
+_CHILD_KINDS = (
+    ("adapters.embedders.model_process", "model process"),
+    ("adapters.llm.text_process", "text process"),
+    ("tansu", "broker"),
+    ("FakeOpenAI", "fake LLM server"),
+)
+
+
+class ChildMemory:
+    """The peak resident memory of each kind of child, and the bench part it was in, sampled
+    every ``every_s`` on a thread of its own: the kernel's peak for children names no child."""
+
+    def __init__(self, every_s: float = 0.5) -> None:
+        self.every_s = every_s
+        self.part = "start"
+        self.peaks: dict[str, tuple[float, str]] = {}  # kind -> (MB, part)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-child-memory", daemon=True)
+
+    def __enter__(self) -> ChildMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        me = psutil.Process()
+        while not self._stop.wait(self.every_s):
+            for child in me.children(recursive=True):
+                try:
+                    kind, mb = child_kind(child), child.memory_info().rss / 2**20
+                except psutil.Error:
+                    continue
+                if mb > self.peaks.get(kind, (0.0, ""))[0]:
+                    self.peaks[kind] = (mb, self.part)
+
+    def report(self) -> dict[str, dict[str, float | str]]:
+        return {kind: {"mb": round(mb, 1), "part": part} for kind, (mb, part) in self.peaks.items()}
 
 
 def parts(stack: Stack) -> tuple[ResponseService, Deps]:

@@ -19,6 +19,7 @@ from adapters.embedders import build_embedder
 from adapters.settings import Settings
 from evaluation.bench_common import (
     MetricsSnapshot,
+    cpu_by_process,
     cpu_seconds,
     delta,
     delta_by_label,
@@ -55,6 +56,8 @@ class IngestResult:
     # the event loop's thread (the worker's stages and the service): CPU per turn is what tells
     # two runs apart on a machine whose speed drifts
     loop_cpu_ms_per_turn: float = 0.0
+    # CPU per turn of this process and of each child (cpu_by_process): where the cores went
+    cpu_ms_per_turn_by_process: dict[str, float] = field(default_factory=dict)
     embed_busy_s: float = 0.0
     stage_busy_s: dict[str, float] = field(default_factory=dict)
     stage_events: dict[str, float] = field(default_factory=dict)
@@ -127,7 +130,7 @@ async def measure_ingest(
         timeout = BASE_TIMEOUT_S + PER_TURN_TIMEOUT_S * len(turns)
         say(f"ingest: sending {len(turns)} turns of {users} users through Kafka")
         before, cpu_before = MetricsSnapshot(deps), cpu_seconds()
-        loop_before = time.thread_time()
+        loop_before, by_process = time.thread_time(), cpu_by_process()
         started = time.monotonic()
         step = chunk or len(turns) or 1
         for start in range(0, len(turns), step):
@@ -138,7 +141,12 @@ async def measure_ingest(
             raise RuntimeError(f"ingest did not complete within {timeout:.0f} s")
         after, cpu_after = MetricsSnapshot(deps), cpu_seconds()
         loop_s = time.thread_time() - loop_before
-        result.loop_cpu_ms_per_turn = round(1000 * loop_s / len(turns), 2) if turns else 0.0
+        if turns:
+            result.loop_cpu_ms_per_turn = round(1000 * loop_s / len(turns), 2)
+            result.cpu_ms_per_turn_by_process = {
+                name: round(1000 * (seconds - by_process.get(name, 0.0)) / len(turns), 2)
+                for name, seconds in cpu_by_process().items()
+            }
         result.placed_s = placed - started
         idle = await stack.wait_idle(timeout)  # the lag probe sees commits (every 1 s) late
         result.idle_s = time.monotonic() - started if idle else -1.0

@@ -188,6 +188,11 @@ def tables(result: dict[str, Any]) -> list[str]:
               f"{retrieve['mid_term_pages_per_call']:.1f} mid-term pages came back per "
               "retrieve."]  # fmt: skip
     lines += ["", f"Peak RSS of the bench process: {result['peak_rss_mb']:.0f} MB."]
+    children = result.get("peak_rss_by_child_mb") or {}
+    if children:
+        each = ", ".join(f"{kind} {peak['mb']:.0f} MB (in {peak['part']})"
+                         for kind, peak in sorted(children.items()))  # fmt: skip
+        lines += ["", f"Peak RSS of each kind of child, sampled every 0.5 s: {each}."]
     return lines
 
 

@@ -27,6 +27,7 @@ async def run(users: int, turns: int, seed: int = 7) -> None:
         "turns_per_s": round(result.turns / result.placed_s, 1) if result.placed_s > 0 else 0.0,
         "loop_cpu_ms_per_turn": result.loop_cpu_ms_per_turn,
         "cpu_cores_used": round(result.cpu_cores_used, 2),
+        "cpu_ms_per_turn_by_process": result.cpu_ms_per_turn_by_process,
         "texts_per_turn": round(result.texts_per_turn, 2),
         "texts_per_embed_call": round(result.texts_per_turn * result.turns / result.embed_calls, 1)
         if result.embed_calls

@@ -137,6 +137,10 @@ def test_bench_shows_each_phase_and_writes_its_report(
         for name, kind in fields.items():
             _check(result[section][name], kind, f"{section}.{name}")
     _check(result["peak_rss_mb"], float, "peak_rss_mb")
+    children = result["peak_rss_by_child_mb"]  # each kind of child, with the part it was in
+    assert {"model process", "broker", "fake LLM server"} <= set(children), children
+    assert children["fake LLM server"]["part"] == "llm concurrency"
+    assert all(peak["mb"] > 0 for peak in children.values())
     assert result["llm_latency"]["concurrency"] == [4]
     assert len(result["llm_latency"]["turns_per_s"]) == 1
     assert result["retrieve"]["users"] == TINY.latency_users

@@ -49,6 +49,10 @@ async def test_ingest_load_places_every_turn_and_prints_its_rate(
     assert row["turns"] == 24
     assert row["users_wrong"] == 0
     assert row["turns_per_s"] > 0
+    assert row["loop_cpu_ms_per_turn"] > 0
+    by_process = row["cpu_ms_per_turn_by_process"]
+    assert {"this process", "model process", "broker"} <= set(by_process), by_process
+    assert by_process["this process"] >= row["loop_cpu_ms_per_turn"] * 0.9, "the loop is in it"
     # the embedder the store recorded (bench.json's ingest carries the same field)
     assert row["embedder"] in ("minilm:all-MiniLM-L6-v2:int8", "openai:text-embedding-3-small")
 
