@@ -307,6 +307,8 @@ def assemble(
             "placed_s": round(ingest.placed_s, 2),
             "idle_s": round(ingest.idle_s, 2),
             "cpu_cores_used": round(ingest.cpu_cores_used, 2),
+            "loop_cpu_ms_per_turn": ingest.loop_cpu_ms_per_turn,
+            "cpu_ms_per_turn_by_process": ingest.cpu_ms_per_turn_by_process,
             "bytes_per_turn_by_topic": ingest.bytes_per_turn,
             "bytes_per_turn": round(sum(ingest.bytes_per_turn.values()), 1),
             "records_per_turn_by_topic": ingest.records_per_turn,

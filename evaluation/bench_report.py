@@ -125,6 +125,11 @@ def tables(result: dict[str, Any]) -> list[str]:
           f"{ingest['ratio_to_ceiling']:.0%}", f"{ingest['cpu_cores_used']:.2f}",
           f"{ingest['idle_s']:.1f}")],
     )  # fmt: skip
+    by_process = ingest.get("cpu_ms_per_turn_by_process") or {}
+    if by_process:
+        each = ", ".join(f"{name} {ms:.2f}" for name, ms in sorted(by_process.items()))
+        lines += ["", f"CPU per turn, ms, by process: {each} (the event loop's thread alone "
+                  f"{ingest.get('loop_cpu_ms_per_turn', 0):.2f})."]  # fmt: skip
     records, sizes = ingest.get("records_per_turn_by_topic", {}), ingest["bytes_per_turn_by_topic"]
     lines += ["", f"What a turn puts on the broker: {ingest.get('records_per_turn', 0):.2f} "
               f"records and {ingest['bytes_per_turn']:,.0f} bytes of values, by topic (the "

@@ -137,6 +137,7 @@ def test_bench_shows_each_phase_and_writes_its_report(
         for name, kind in fields.items():
             _check(result[section][name], kind, f"{section}.{name}")
     _check(result["peak_rss_mb"], float, "peak_rss_mb")
+    assert result["ingest"]["cpu_ms_per_turn_by_process"]["model process"] > 0
     children = result["peak_rss_by_child_mb"]  # each kind of child, with the part it was in
     assert {"model process", "broker", "fake LLM server"} <= set(children), children
     assert children["fake LLM server"]["part"] == "llm concurrency"

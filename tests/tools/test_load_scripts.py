@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import embedder_speed, filter_latency, respond_load, retrieve_load
+from tools import embedder_speed, filter_latency, llm_load, respond_load, retrieve_load
 
 
 @pytest.mark.integration
@@ -75,3 +75,17 @@ async def test_respond_load_prints_one_row_per_way(capsys: pytest.CaptureFixture
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
     assert [row["way"] for row in rows] == list(respond_load.WAYS)
     assert all(row["calls"] == 3 and row["p99_ms"] >= row["p50_ms"] > 0 for row in rows)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+async def test_llm_load_prints_its_share_of_the_concurrency_bound(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    await llm_load.run(concurrency=2, latency_ms=20, turns=9)
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line[:1] == "{"]
+    assert row["turns"] == 2 * 2 * 9, "two users per slot"
+    assert row["users_wrong"] == 0
+    assert row["errors"] == 0
+    assert row["calls_per_turn"] > 0
+    assert 0 < row["bound_ratio"] <= 1.0

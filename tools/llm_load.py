@@ -1,0 +1,54 @@
+"""Turns through the pipeline with a slow OpenAI-compatible LLM: the bench's LLM part alone.
+
+    python -m tools.llm_load [--concurrency 64] [--latency-ms 200] [--turns 25]
+
+A fresh embedded stack talks to the fake OpenAI server (every call answered after
+``latency_ms``), with ``concurrency`` calls at most in flight and two users per slot of
+``turns`` turns each, as ``memoryos bench`` measures C = 8 .. 128. Prints one JSON line: turns
+per second and their share of the concurrency bound (C / (latency x calls per turn)). Run it
+from two checkouts, alternately, to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+
+from adapters.settings import load_settings
+from evaluation.bench import FULL
+from evaluation.bench_llm import FakeLLMServer, measure_concurrency
+
+
+async def run(concurrency: int, latency_ms: int, turns: int, seed: int = 7) -> None:
+    server = await asyncio.to_thread(FakeLLMServer(latency_ms / 1000.0).start)
+    try:
+        users = max(2, concurrency * FULL.llm_users_per_slot)
+        done = await measure_concurrency(load_settings(), server, concurrency, users, turns, seed)
+    finally:
+        await asyncio.to_thread(server.stop)
+    row = {
+        "concurrency": concurrency,
+        "latency_ms": latency_ms,
+        "turns": done.turns,
+        "turns_per_s": round(done.turns_per_s, 1),
+        "calls_per_turn": round(done.calls_per_turn, 3),
+        "bound_ratio": round(done.bound_ratio, 3),
+        "cpu_cores_used": round(done.cpu_cores_used, 2),
+        "errors": done.errors,
+        "users_wrong": len(done.mismatched),
+    }
+    print(json.dumps(row), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--latency-ms", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=FULL.llm_turns, help="turns per user")
+    args = parser.parse_args()
+    asyncio.run(run(args.concurrency, args.latency_ms, args.turns))
+
+
+if __name__ == "__main__":
+    main()
