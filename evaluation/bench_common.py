@@ -36,17 +36,30 @@ def cpu_seconds() -> float:
     return total
 
 
-def cpu_by_process() -> dict[str, float]:
-    """CPU seconds so far of this process and of each kind of child (``child_kind``)."""
+def cpu_by_process() -> dict[tuple[int, float], tuple[str, float]]:
+    """CPU seconds so far of this process and of each child, by (pid, start time) so that a
+    child replaced by another is never taken for it, with its kind (``child_kind``)."""
     me = psutil.Process()
-    found = {"this process": float(sum(me.cpu_times()[:2]))}
+    found = {(me.pid, me.create_time()): ("this process", float(sum(me.cpu_times()[:2])))}
     for child in me.children(recursive=True):
         try:
-            seconds, kind = float(sum(child.cpu_times()[:2])), child_kind(child)
+            key = (child.pid, child.create_time())
+            found[key] = (child_kind(child), float(sum(child.cpu_times()[:2])))
         except psutil.Error:
             continue
-        found[kind] = found.get(kind, 0.0) + seconds
     return found
+
+
+def cpu_spent_by_kind(
+    before: dict[tuple[int, float], tuple[str, float]],
+    after: dict[tuple[int, float], tuple[str, float]],
+) -> dict[str, float]:
+    """CPU seconds between two ``cpu_by_process`` snapshots, by kind: a child started in
+    between counts whole; one that ended in between is not counted (its CPU is gone)."""
+    spent: dict[str, float] = {}
+    for key, (kind, seconds) in after.items():
+        spent[kind] = spent.get(kind, 0.0) + seconds - before.get(key, (kind, 0.0))[1]
+    return spent
 
 
 def child_kind(child: psutil.Process) -> str:

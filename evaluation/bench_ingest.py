@@ -21,6 +21,7 @@ from evaluation.bench_common import (
     MetricsSnapshot,
     cpu_by_process,
     cpu_seconds,
+    cpu_spent_by_kind,
     delta,
     delta_by_label,
     parts,
@@ -130,7 +131,8 @@ async def measure_ingest(
         timeout = BASE_TIMEOUT_S + PER_TURN_TIMEOUT_S * len(turns)
         say(f"ingest: sending {len(turns)} turns of {users} users through Kafka")
         before, cpu_before = MetricsSnapshot(deps), cpu_seconds()
-        loop_before, by_process = time.thread_time(), cpu_by_process()
+        by_process = cpu_by_process()
+        loop_before = time.thread_time()
         started = time.monotonic()
         step = chunk or len(turns) or 1
         for start in range(0, len(turns), step):
@@ -143,9 +145,9 @@ async def measure_ingest(
         loop_s = time.thread_time() - loop_before
         if turns:
             result.loop_cpu_ms_per_turn = round(1000 * loop_s / len(turns), 2)
+            spent = cpu_spent_by_kind(by_process, cpu_by_process())
             result.cpu_ms_per_turn_by_process = {
-                name: round(1000 * (seconds - by_process.get(name, 0.0)) / len(turns), 2)
-                for name, seconds in cpu_by_process().items()
+                kind: round(1000 * seconds / len(turns), 2) for kind, seconds in spent.items()
             }
         result.placed_s = placed - started
         idle = await stack.wait_idle(timeout)  # the lag probe sees commits (every 1 s) late

@@ -1,6 +1,6 @@
 """Turns through the pipeline with a slow OpenAI-compatible LLM: the bench's LLM part alone.
 
-    python -m tools.llm_load [--concurrency 64] [--latency-ms 200] [--turns 25]
+    python -m tools.llm_load [--concurrency 64] [--latency-ms 200] [--turns 25] [--seed N]
 
 A fresh embedded stack talks to the fake OpenAI server (every call answered after
 ``latency_ms``), with ``concurrency`` calls at most in flight and two users per slot of
@@ -20,7 +20,7 @@ from evaluation.bench import FULL
 from evaluation.bench_llm import FakeLLMServer, measure_concurrency
 
 
-async def run(concurrency: int, latency_ms: int, turns: int, seed: int = 7) -> None:
+async def run(concurrency: int, latency_ms: int, turns: int, seed: int = FULL.seed) -> None:
     server = await asyncio.to_thread(FakeLLMServer(latency_ms / 1000.0).start)
     try:
         users = max(2, concurrency * FULL.llm_users_per_slot)
@@ -46,8 +46,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency-ms", type=int, default=200)
     parser.add_argument("--turns", type=int, default=FULL.llm_turns, help="turns per user")
+    parser.add_argument("--seed", type=int, default=FULL.seed, help="the conversations' seed")
     args = parser.parse_args()
-    asyncio.run(run(args.concurrency, args.latency_ms, args.turns))
+    asyncio.run(run(args.concurrency, args.latency_ms, args.turns, args.seed))
 
 
 if __name__ == "__main__":
