@@ -26,14 +26,7 @@ def say(message: str) -> None:
 
 def cpu_seconds() -> float:
     """CPU time of this process and its children (broker, fake LLM server) so far."""
-    me = psutil.Process()
-    total = float(sum(me.cpu_times()[:2]))
-    for child in me.children(recursive=True):
-        try:
-            total += float(sum(child.cpu_times()[:2]))
-        except psutil.Error:
-            continue
-    return total
+    return sum(seconds for _, seconds in cpu_by_process().values())
 
 
 def cpu_by_process() -> dict[tuple[int, float], tuple[str, float]]:
