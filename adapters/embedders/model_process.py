@@ -33,6 +33,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import itertools
 import logging
 import os
 import signal
@@ -62,6 +63,7 @@ CLOSE_S = 10.0  # for the batches in flight at a close, then the child is killed
 # about 10 s here and is given 220 s)
 DEADLINE_S = 120.0
 DEADLINE_BYTES_PER_S = 10_000
+RESENDS = 2  # a request queued behind a stuck one goes to a new child at most this often
 
 
 class _Resend(Exception):
@@ -127,7 +129,7 @@ class ProcessHost:
         """One request's answer, as ``decode`` gives it, in the order asked."""
         frame = LENGTH.pack(len(body)) + body
         deadline_s = self.deadline_s + len(body) / DEADLINE_BYTES_PER_S
-        while True:
+        for resend in itertools.count():
             child = await self._running()
             answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             # queued and written with no await between: answers come back in this order
@@ -141,6 +143,10 @@ class ProcessHost:
                 await stdin.drain()
                 return await answer
             except _Resend:
+                if resend >= RESENDS:  # child after child stalls: the caller hears of it
+                    raise self.error(
+                        f"{self.what} was killed {resend + 1} times with this request queued"
+                    ) from None
                 continue
             except (ConnectionError, RuntimeError) as exc:  # the child is gone; its reader says why
                 raise self.error(f"{self.what} did not take a request: {exc}") from exc
@@ -294,6 +300,8 @@ class ProcessHost:
         if child is None:
             return
         assert child.proc.stdin is not None
+        if child.watch is not None:  # the close's own bound from here: nothing is resent
+            child.watch.cancel()
         child.proc.stdin.close()  # the end of its stdin: it answers what it has, then exits
         try:
             await asyncio.wait_for(child.proc.wait(), CLOSE_S)
