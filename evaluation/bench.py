@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from adapters import event_loop
 from adapters.settings import Settings
 from evaluation import bench_report as report
 from evaluation import soak_report
@@ -85,8 +86,8 @@ def main(args: argparse.Namespace, settings: Settings, progress: Progress = NO_P
             args.soak_retrieves,
             heap_profile=args.soak_heap_profile,
         )
-        return asyncio.run(run_soak_bench(settings, Path(args.out), plan, progress))
-    return asyncio.run(run_bench(settings, Path(args.out), sizes, progress))
+        return event_loop.run(run_soak_bench(settings, Path(args.out), plan, progress))
+    return event_loop.run(run_bench(settings, Path(args.out), sizes, progress))
 
 
 async def run_soak_bench(

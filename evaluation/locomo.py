@@ -24,6 +24,7 @@ import bm25s
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
+from adapters import event_loop
 from adapters.ports import Embedder
 from adapters.settings import MtmRetrieval, Settings
 from evaluation import locomo_data as data
@@ -74,7 +75,7 @@ def main(args: argparse.Namespace, settings: Settings, progress: Progress = NO_P
     bad = sorted(set(modes) - set(MODES))
     if bad:
         raise InvalidEvent(f"--modes: unknown {bad}; known {list(MODES)}", field="modes")
-    return asyncio.run(
+    return event_loop.run(
         evaluate(
             samples, Path(args.out), int(args.k), settings, str(args.data), progress, holdout, modes
         )

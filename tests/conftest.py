@@ -12,3 +12,10 @@ from tests.support.fixtures import (  # noqa: F401
     fake_openai_server,
     fake_openai_settings,
 )
+
+
+def pytest_asyncio_loop_factories(config: object, item: object) -> dict[str, object]:
+    """The tests run on the loop the commands run on (adapters/event_loop.py)."""
+    import uvloop
+
+    return {"uvloop": uvloop.new_event_loop}

@@ -12,7 +12,6 @@ that follows the points written, not the live ones, is what a long run would kee
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import random
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adapters import event_loop
 from adapters.native_memory import release_freed_memory
 from adapters.ports import PAGES, Point
 from adapters.stores.edge import EdgeStore
@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--churn", type=int, default=5_000)
     parser.add_argument("--rounds", type=int, default=12)
     args = parser.parse_args()
-    asyncio.run(run(args.live, args.churn, args.rounds))
+    event_loop.run(run(args.live, args.churn, args.rounds))
 
 
 if __name__ == "__main__":

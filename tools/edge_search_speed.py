@@ -22,7 +22,6 @@ against one call a search.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import json
 import tempfile
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
+from adapters import event_loop
 from adapters.ports import PAGES, Point
 from adapters.repository import POOL_FIELDS, TIERS
 from adapters.stores.edge import EdgeStore, _dense_query, _filter
@@ -82,7 +82,7 @@ async def run(
             half = searches // 2
 
             def search_from(first: int) -> None:
-                asyncio.run(_searches(store, queries[first : first + half], users, first))
+                event_loop.run(_searches(store, queries[first : first + half], users, first))
 
             threads = [threading.Thread(target=search_from, args=(f,)) for f in (0, half)]
             for thread in threads:
@@ -207,7 +207,7 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=800)
     parser.add_argument("--page-payloads", choices=["cold", "cached"], default="cold")
     args = parser.parse_args()
-    timings = asyncio.run(run(args.users, args.pages, args.searches, args.page_payloads))
+    timings = event_loop.run(run(args.users, args.pages, args.searches, args.page_payloads))
     made = {"users": args.users, "pages_per_user": args.pages, "made_with": args.page_payloads}
     print(json.dumps({**made, **timings}))
 

@@ -9,7 +9,6 @@ No cache: every text is encoded (a suffix makes each question distinct).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import psutil  # type: ignore[import-untyped]
 
+from adapters import event_loop
 from adapters.embedders import build_embedder
 from adapters.embedders.minilm import MiniLMEmbedder
 from adapters.embedders.model_process import model_pids
@@ -81,4 +81,4 @@ async def main(path: Path) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1])))
+    event_loop.run(main(Path(sys.argv[1])))

@@ -11,9 +11,9 @@ pages each returned.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 
+from adapters import event_loop
 from adapters.settings import load_settings
 from evaluation.bench_latency import measure_latency
 
@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--calls", type=int, default=500)
     args = parser.parse_args()
-    asyncio.run(run(args.users, args.turns, args.calls))
+    event_loop.run(run(args.users, args.turns, args.calls))
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ line. Run it from two checkouts, or twice with one setting changed, alternately,
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 
+from adapters import event_loop
 from adapters.settings import load_settings
 from evaluation.bench_ingest import make_conversations, measure_ingest
 
@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=40)
     parser.add_argument("--turns", type=int, default=60, help="turns per user")
     args = parser.parse_args()
-    asyncio.run(run(args.users, args.turns))
+    event_loop.run(run(args.users, args.turns))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ by the segment's keyword count: the fade. The default ``structured`` mode reads 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import sys
@@ -25,6 +24,7 @@ import agents.mtm
 import memory.segments
 import memory.text
 import service.response
+from adapters import event_loop
 from adapters.settings import Settings, load_settings
 from adapters.wiring import close_deps
 from evaluation import locomo_data as data
@@ -133,4 +133,4 @@ async def main(path: Path, out: Path) -> None:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(main(Path(sys.argv[1]), Path(sys.argv[2])))
+    event_loop.run(main(Path(sys.argv[1]), Path(sys.argv[2])))

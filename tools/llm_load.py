@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 
+from adapters import event_loop
 from adapters.settings import load_settings
 from evaluation.bench import FULL
 from evaluation.bench_llm import FakeLLMServer, measure_concurrency
@@ -48,7 +49,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=FULL.llm_turns, help="turns per user")
     parser.add_argument("--seed", type=int, default=FULL.seed, help="the conversations' seed")
     args = parser.parse_args()
-    asyncio.run(run(args.concurrency, args.latency_ms, args.turns, args.seed))
+    event_loop.run(run(args.concurrency, args.latency_ms, args.turns, args.seed))
 
 
 if __name__ == "__main__":

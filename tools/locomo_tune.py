@@ -15,7 +15,6 @@ nowhere, so the memory stays as ingested.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 import time
@@ -23,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from adapters import event_loop
 from adapters.deps import Deps
 from adapters.settings import Settings, load_settings
 from adapters.wiring import build_deps, close_deps
@@ -91,7 +91,7 @@ if __name__ == "__main__":
     command, source, target = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     if command == "ingest":
         logging.getLogger().setLevel(logging.INFO)
-        asyncio.run(ingest(source, target, load_settings()))
+        event_loop.run(ingest(source, target, load_settings()))
     else:
         names = sys.argv[4].split(",") if len(sys.argv) > 4 else []
-        asyncio.run(measure(source, target, names, sys.argv[5:], load_settings()))
+        event_loop.run(measure(source, target, names, sys.argv[5:], load_settings()))

@@ -7,13 +7,13 @@ cumulative and the most own time, and writes the raw profile for snakeviz or pst
 
 from __future__ import annotations
 
-import asyncio
 import cProfile
 import pstats
 import random
 import sys
 from pathlib import Path
 
+from adapters import event_loop
 from adapters.settings import load_settings
 from evaluation.bench_common import parts, wait_placed
 from evaluation.bench_data import conversation, interleaved, query_for
@@ -39,7 +39,7 @@ def main(out: Path = Path("out/profile.prof")) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     profiler = cProfile.Profile()
     profiler.enable()
-    asyncio.run(workload())
+    event_loop.run(workload())
     profiler.disable()
     profiler.dump_stats(out)
     stats = pstats.Stats(profiler, stream=sys.stdout).strip_dirs()

@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 
+from adapters import event_loop
 from adapters.settings import load_settings
 from evaluation.bench_common import parts, percentiles_ms
 from evaluation.bench_data import query_for
@@ -70,7 +71,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100, help="turns per user")
     parser.add_argument("--calls", type=int, default=300, help="responds per way")
     args = parser.parse_args()
-    asyncio.run(run(args.users, args.turns, args.calls))
+    event_loop.run(run(args.users, args.turns, args.calls))
 
 
 if __name__ == "__main__":

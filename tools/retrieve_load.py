@@ -12,7 +12,6 @@ Each line also counts the full garbage collections during its retrieves and thei
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import gc
 import json
@@ -22,6 +21,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from adapters import event_loop
 from adapters.settings import load_settings
 from evaluation.bench_common import parts
 from evaluation.bench_data import query_for
@@ -81,7 +81,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     callers = [int(c) for c in args.callers.split(",")]
-    asyncio.run(run(args.users, args.turns, callers, args.calls, args.seed))
+    event_loop.run(run(args.users, args.turns, callers, args.calls, args.seed))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from typing import Any
 
 import httpx
 
+from adapters import event_loop
 from evaluation.fake_openai import FakeOpenAI
 
 ROLL_START = "over its budget: recycling it"
@@ -351,4 +352,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    event_loop.run(main())

@@ -17,6 +17,7 @@ import gc
 import json
 import os
 
+from adapters import event_loop
 from adapters.native_memory import release_freed_memory
 from adapters.settings import load_settings
 from evaluation.fresh_stack import fresh_stack
@@ -45,7 +46,7 @@ async def run(rolls: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rolls", type=int, default=10)
-    asyncio.run(run(parser.parse_args().rolls))
+    event_loop.run(run(parser.parse_args().rolls))
 
 
 if __name__ == "__main__":

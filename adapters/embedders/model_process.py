@@ -183,7 +183,9 @@ class ProcessHost:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=2,  # what a library prints goes to stderr, never into an answer
                 pass_fds=(theirs,),
-                process_group=0,  # Ctrl-C in a terminal stops the parent, which stops it
+                # a group of its own, so Ctrl-C in a terminal stops the parent, which stops it
+                # (a session of its own: uvloop's subprocess takes no process_group)
+                start_new_session=True,
             )
         except BaseException:
             os.close(ours)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import openai
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAioHttpClient
 
 from adapters.settings import Settings
 from schemas.errors import MemoryOSError
@@ -36,12 +36,17 @@ NO_KEY = "not-needed"
 
 def openai_client(settings: Settings) -> AsyncOpenAI:
     """The async client with its own retries off; key and URL passed explicitly, so the
-    client does not fall back to reading the environment (Settings already did)."""
+    client does not fall back to reading the environment (Settings already did).
+
+    Its HTTP goes through aiohttp (the client's own ``DefaultAioHttpClient``): with many calls
+    in flight, httpx's pure-Python connection pool was most of the client's cost on the loop
+    (docs/benchmarks.md, "The loop and the LLM client's transport")."""
     return AsyncOpenAI(
         api_key=settings.openai_key or NO_KEY,
         base_url=settings.openai_base_url or DEFAULT_BASE_URL,
         max_retries=0,
         timeout=settings.llm_timeout_s,
+        http_client=DefaultAioHttpClient(timeout=settings.llm_timeout_s),
     )
 
 

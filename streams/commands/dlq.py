@@ -4,23 +4,23 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
 import orjson
 
+from adapters import event_loop
 from adapters.settings import Settings
 from streams.dead_letters import bootstrap_of, read_dead_letters, replay
 
 
 def main(args: argparse.Namespace, settings: Settings) -> int:
     bootstrap = bootstrap_of(settings)
-    letters = asyncio.run(read_dead_letters(bootstrap, settings, args.reason))
+    letters = event_loop.run(read_dead_letters(bootstrap, settings, args.reason))
     if args.action == "list":
         for letter in letters:
             sys.stdout.write(orjson.dumps(letter.summary()).decode() + "\n")
         print(f"{len(letters)} dead letters", file=sys.stderr)
         return 0
-    replayed, skipped = asyncio.run(replay(bootstrap, settings, letters))
+    replayed, skipped = event_loop.run(replay(bootstrap, settings, letters))
     print(f"replayed {replayed} dead letters; skipped {skipped} too large to replay")
     return 0

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
+from adapters import event_loop
 from adapters.disk_space import MIB, DiskGuard
 from adapters.embedders import build_embedder
 from adapters.journal import journal_path
@@ -202,7 +203,7 @@ async def diagnose(settings: Settings, broker: str | None) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace, settings: Settings) -> int:
-    report = asyncio.run(diagnose(settings, args.broker))
+    report = event_loop.run(diagnose(settings, args.broker))
     healthy = all(part["ok"] is not False for part in report.values())
     if args.json:
         print(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())

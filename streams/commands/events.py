@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import sys
 from collections.abc import Callable
@@ -11,6 +10,7 @@ from collections.abc import Callable
 import orjson
 from aiokafka import AIOKafkaConsumer
 
+from adapters import event_loop
 from adapters.keyring import is_sealed
 from adapters.settings import Settings
 from schemas.topics import EVENTS
@@ -69,7 +69,7 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         sys.stdout.buffer.flush()
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(
+        event_loop.run(
             tail(
                 bootstrap_of(settings),
                 settings,

@@ -28,6 +28,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
+from adapters import event_loop
 from adapters.journal import Journal, NoJournal, open_journal
 from adapters.settings import Settings
 from memoryos_client.aio import AsyncMemoryClient
@@ -330,7 +331,7 @@ def follow(
     keys = settings.api_key_list
     url = args.url or service_url(settings)
     try:
-        asyncio.run(
+        event_loop.run(
             wait_placed(url, keys[0] if keys else None, placed, progress, args.wait_timeout)
         )
     except KeyboardInterrupt:  # the turns are sent: the summary still tells what is known
@@ -365,7 +366,7 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
     placed: Placed | None = None
     with open_progress("ingest", quiet=args.quiet) as progress:
         if settings.broker_url is None:  # the embedded broker: through the stack
-            report = asyncio.run(_post(args, settings, progress))
+            report = event_loop.run(_post(args, settings, progress))
         else:
             bootstrap = settings.broker_url.removeprefix("kafka://")
             journal = open_journal(settings, embedded=False)
@@ -373,7 +374,7 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
                 sending = send_file(
                     args.file, bootstrap, settings, progress, args.wait, journal, args.messages
                 )
-                report = asyncio.run(sending)
+                report = event_loop.run(sending)
             finally:
                 journal.close()
         if args.wait and report.acknowledged:

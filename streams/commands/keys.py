@@ -9,12 +9,12 @@ printed once, alone on the last line of stdout: only its hash is kept.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import Any
 
 import httpx
 
+from adapters import event_loop
 from adapters.api_keys import ApiKeys
 from adapters.repository import MemoryRepository
 from adapters.settings import Settings
@@ -33,7 +33,7 @@ def main(args: argparse.Namespace, settings: Settings) -> int:
         if args.action == "revoke" and not args.key_id:
             raise ValueError("revoke needs the key's id: memoryos keys revoke KEY_ID")
         try:
-            result = asyncio.run(_on_store(args, settings))
+            result = event_loop.run(_on_store(args, settings))
         except StoreError as exc:
             if IN_USE not in str(exc):
                 raise

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import signal
 
+from adapters import event_loop
 from adapters.settings import Settings
 from streams.commands.ingest_wait import service_url
 from streams.progress import Step, open_progress
@@ -14,15 +15,15 @@ from streams.stack import Role, Stack
 
 def main(args: argparse.Namespace, settings: Settings) -> int:
     demo = bool(getattr(args, "demo", False))
-    return asyncio.run(_run(settings, "all", demo=demo, quiet=args.quiet))
+    return event_loop.run(_run(settings, "all", demo=demo, quiet=args.quiet))
 
 
 def worker(args: argparse.Namespace, settings: Settings) -> int:
-    return asyncio.run(_run(settings, "worker", quiet=args.quiet))
+    return event_loop.run(_run(settings, "worker", quiet=args.quiet))
 
 
 def serve(args: argparse.Namespace, settings: Settings) -> int:
-    return asyncio.run(_run(settings, "service", quiet=args.quiet))
+    return event_loop.run(_run(settings, "service", quiet=args.quiet))
 
 
 INSPECT_URL = "http://127.0.0.1:8080"  # `memoryos inspect`'s default
