@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from adapters.journal import SqliteJournal
+from adapters.stores.edge import EdgeStore
 from schemas.errors import JournalError, StoreError
 from schemas.topics import TURNS
 from schemas.turn import TurnEvent
@@ -34,8 +35,11 @@ def order(index: int) -> TurnEvent:
 async def test_a_delete_whose_journal_write_fails_removes_nothing_and_a_restart_keeps_it_so(
     tmp_path: Path,
 ) -> None:
+    # The store on Edge, off the full disk: 300 turns on qdrant-client's in-memory store
+    # spend a minute in its Python filters.
+    store = EdgeStore(tmp_path / "qdrant")
     with mounted_tmpfs(tmp_path / "disk", 16) as disk:
-        pipeline = Pipeline(await make_deps(stm_capacity=3))
+        pipeline = Pipeline(await make_deps(store, stm_capacity=3))
         journal = SqliteJournal(disk / "journal.sqlite3")
         service = ResponseService(pipeline.deps, pipeline, journal)
         reconciler = Reconciler(
@@ -69,6 +73,7 @@ async def test_a_delete_whose_journal_write_fails_removes_nothing_and_a_restart_
         assert await stored_turn_ids(pipeline, "ann") == []
         assert await journal.pending() == []
         journal.close()
+    await store.close()
 
 
 async def test_a_delete_the_store_fails_part_way_is_completed_by_its_marker(
