@@ -16,10 +16,12 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
+import orjson
 from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai.types.chat import ChatCompletionMessageParam
 
 from adapters.llm import parsing, prompts
 from adapters.llm.offline_llm import OfflineLLM
@@ -226,21 +228,20 @@ class OpenAILLM:
     ) -> str:
         usage = self._usage(task)
 
-        async def attempt() -> ChatCompletion:
+        async def attempt() -> bytes:
             async with self._in_flight:  # held per HTTP attempt, not while backing off
                 usage.calls += 1
                 # The client's own post: `chat.completions.create` first walks the messages
                 # to transform them, which for these plain dicts changes nothing and was a
-                # tenth of the client's time on the loop under many calls in flight.
+                # tenth of the client's time on the loop under many calls in flight. The body
+                # comes back as bytes (`read_completion`), not as the client's model.
                 body = {"model": self._model, "messages": messages}
-                return await self._client.post(
-                    "/chat/completions", body=body, cast_to=ChatCompletion
-                )
+                return await self._client.post("/chat/completions", body=body, cast_to=bytes)
 
         def failed(_: BaseException) -> None:
             usage.failures += 1
 
-        completion = await call_with_retries(
+        raw = await call_with_retries(
             attempt,
             self._policy,
             what=f"LLM {task}",
@@ -250,18 +251,54 @@ class OpenAILLM:
             rng=self._rng,
             on_failure=failed,
         )
-        prompt_tokens = completion.usage.prompt_tokens if completion.usage else 0
-        completion_tokens = completion.usage.completion_tokens if completion.usage else 0
+        completion = read_completion(raw)
         for counter in (usage, spent):
-            counter.prompt_tokens += prompt_tokens
-            counter.completion_tokens += completion_tokens
+            counter.prompt_tokens += completion.prompt_tokens
+            counter.completion_tokens += completion.completion_tokens
         if self._on_tokens is not None:
-            self._on_tokens(task, prompt_tokens, completion_tokens)
-        text = completion.choices[0].message.content if completion.choices else None
-        return text or ""
+            self._on_tokens(task, completion.prompt_tokens, completion.completion_tokens)
+        return completion.text
 
     def _usage(self, task: str) -> TaskUsage:
         return self.usage.setdefault(task, TaskUsage())
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def read_completion(body: bytes) -> Completion:
+    """The first choice's text and the token counts of a chat completion's body.
+
+    Read with orjson instead of building the client's ``ChatCompletion`` model, which was a
+    fifth of the client's time on the loop under many calls in flight. A body that is not a
+    chat completion (not JSON, no choices, a content that is not text) reads as an empty reply,
+    which the task's parse refuses: it is asked again with the repair turn, then answered by
+    the offline backend, and never stored as it came."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return Completion("")
+    if not isinstance(data, dict):
+        return Completion("")
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    choices = data.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    text = message.get("content") if isinstance(message, dict) else None
+    return Completion(
+        text if isinstance(text, str) else "",
+        _count(usage.get("prompt_tokens")),
+        _count(usage.get("completion_tokens")),
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _messages(prompt: prompts.Prompt) -> list[ChatCompletionMessageParam]:

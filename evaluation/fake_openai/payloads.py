@@ -63,7 +63,7 @@ THINKING = "<think>Let me think about the format first.</think>\n"
 class Fault:
     """What the next request gets instead of a plain canned reply."""
 
-    kind: str  # "status" | "delay" | "fence" | "think" | "garbage" | "text"
+    kind: str  # "status" | "delay" | "fence" | "think" | "garbage" | "text" | "body"
     status: int = 200
     code: str | None = None
     retry_after: float | None = None
@@ -110,6 +110,11 @@ class Fault:
     @classmethod
     def reply(cls, text: str) -> Fault:
         return cls("text", text=text)
+
+    @classmethod
+    def body(cls, raw: str) -> Fault:
+        """A 200 whose whole body is ``raw``, not a chat completion (a proxy's page, say)."""
+        return cls("body", text=raw)
 
 
 def pseudo_embedding(text: str, dim: int) -> list[float]:

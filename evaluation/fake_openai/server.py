@@ -32,7 +32,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from adapters.llm.prompts import task_of
@@ -158,7 +158,7 @@ class FakeOpenAI:
         body: dict[str, Any],
         task: str,
         answer: Callable[[Fault | None], dict[str, Any]],
-    ) -> JSONResponse:
+    ) -> Response:
         fault = self._faults.popleft() if self._faults else None
         status, kind = (fault.status, fault.kind) if fault is not None else (200, None)
         record = RequestRecord(time.monotonic(), request.url.path, task, status, kind, body)
@@ -171,12 +171,14 @@ class FakeOpenAI:
             await asyncio.sleep(self.latency_s + (fault.delay_s if fault else 0.0))
             if fault is not None and fault.kind == "status":
                 return error_response(fault)
+            if fault is not None and fault.kind == "body":
+                return Response(fault.text, media_type="text/html")
             return JSONResponse(answer(fault))
         finally:
             if generation == self._generation:
                 self.in_flight -= 1
 
-    async def _chat(self, request: Request) -> JSONResponse:
+    async def _chat(self, request: Request) -> Response:
         body = await request.json()
         messages = body.get("messages", [])
         system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")
@@ -191,7 +193,7 @@ class FakeOpenAI:
 
         return await self._serve(request, body, task, answer)
 
-    async def _embeddings(self, request: Request) -> JSONResponse:
+    async def _embeddings(self, request: Request) -> Response:
         body = await request.json()
         raw = body.get("input", [])
         inputs = [raw] if isinstance(raw, str) else [str(item) for item in raw]

@@ -12,7 +12,7 @@ import pytest
 
 from adapters.llm import build_llm
 from adapters.llm.offline_llm import OfflineLLM
-from adapters.llm.openai_llm import OpenAILLM
+from adapters.llm.openai_llm import Completion, OpenAILLM, read_completion
 from adapters.llm.retry import RetryPolicy
 from adapters.ports import PromptMemory
 from evaluation.fake_openai import FakeOpenAI, Fault
@@ -206,6 +206,36 @@ async def test_garbage_twice_falls_back_to_offline(llm: OpenAILLM, fake_openai: 
     assert len(fake_openai.requests) == 2
     assert llm.usage["topics"].fallbacks == 1
     assert llm.usage["topics"].failures == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "<html>Bad gateway</html>",
+        '{"choices": []}',
+        '{"choices": [{"message": {"content": 42}}]}',
+        '["not", "a", "completion"]',
+    ],
+)
+async def test_a_body_that_is_not_a_chat_completion_is_refused_like_garbage(
+    llm: OpenAILLM, fake_openai: FakeOpenAI, body: str
+) -> None:
+    fake_openai.inject(Fault.body(body), Fault.body(body))
+    topics = await llm.topics(DIALOGUE)
+    assert topics == await OfflineLLM(announce=False).topics(DIALOGUE)
+    assert llm.usage["topics"].fallbacks == 1
+    assert llm.usage["topics"].failures == 2
+    assert llm.usage["topics"].prompt_tokens == 0  # nothing counted from a body without usage
+
+
+def test_a_completion_body_is_read_for_its_text_and_token_counts() -> None:
+    body = b'{"choices": [{"message": {"role": "assistant", "content": "Hi"}}],'
+    body += b' "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}}'
+    assert read_completion(body) == Completion("Hi", 12, 3)
+    odd = b'{"choices": [{"message": {"content": "Hi"}}], "usage": {"prompt_tokens": -1,'
+    odd += b' "completion_tokens": true}}'
+    assert read_completion(odd) == Completion("Hi", 0, 0)
+    assert read_completion(b"") == Completion("")
 
 
 async def test_several_pages_topics_in_one_call(llm: OpenAILLM, fake_openai: FakeOpenAI) -> None:
