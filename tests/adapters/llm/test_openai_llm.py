@@ -13,7 +13,7 @@ import pytest
 from adapters.llm import build_llm
 from adapters.llm.offline_llm import OfflineLLM
 from adapters.llm.openai_llm import Completion, OpenAILLM, read_completion
-from adapters.llm.retry import RetryPolicy
+from adapters.llm.retry import RetryPolicy, openai_client
 from adapters.ports import PromptMemory
 from evaluation.fake_openai import FakeOpenAI, Fault
 from schemas.errors import LLMError, LLMQuotaExceeded
@@ -226,6 +226,16 @@ async def test_a_body_that_is_not_a_chat_completion_is_refused_like_garbage(
     assert llm.usage["topics"].fallbacks == 1
     assert llm.usage["topics"].failures == 2
     assert llm.usage["topics"].prompt_tokens == 0  # nothing counted from a body without usage
+
+
+async def test_the_client_talks_through_aiohttp_and_keeps_the_proxy_variables(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    http = openai_client(settings_for(fake_openai))._client
+    proxied = list(http._mounts.values())
+    assert [str(t.proxy.url) for t in proxied] == ["http://proxy.example:3128"]
+    assert {type(t).__name__ for t in [http._transport, *proxied]} == {"AiohttpTransport"}
 
 
 def test_a_completion_body_is_read_for_its_text_and_token_counts() -> None:
