@@ -2,8 +2,8 @@
 
 The worker's stages, the broker client, the service and the LLM calls share one loop thread,
 and asyncio's own machinery (the ready queue, handles, the selector, transports) was about a
-sixth of that thread's time under load; uvloop runs the same in C (docs/benchmarks.md, "The
-loop and the LLM client's transport").
+sixth of that thread's samples under load; uvloop runs it in C (docs/benchmarks.md, "The hot
+path, fourth pass").
 """
 
 from __future__ import annotations

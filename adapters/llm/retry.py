@@ -38,9 +38,9 @@ def openai_client(settings: Settings) -> AsyncOpenAI:
     """The async client with its own retries off; key and URL passed explicitly, so the
     client does not fall back to reading the environment (Settings already did).
 
-    Its HTTP goes through aiohttp (the client's own ``DefaultAioHttpClient``): with many calls
-    in flight, httpx's pure-Python connection pool was most of the client's cost on the loop
-    (docs/benchmarks.md, "The loop and the LLM client's transport")."""
+    Its HTTP goes through aiohttp (the client's own ``DefaultAioHttpClient``), which costs the
+    loop less than the default transport with many calls in flight (docs/benchmarks.md, "The
+    hot path, fourth pass")."""
     return AsyncOpenAI(
         api_key=settings.openai_key or NO_KEY,
         base_url=settings.openai_base_url or DEFAULT_BASE_URL,
