@@ -2,8 +2,8 @@
 
 The worker's stages, the broker client, the service and the LLM calls share one loop thread,
 and asyncio's own machinery (the ready queue, handles, the selector, transports) was about a
-sixth of that thread's samples under load; uvloop runs it in C (docs/benchmarks.md, "The hot
-path, fourth pass").
+sixth of that thread's samples under load; uvloop runs it in C. What it bought is measured in
+docs/benchmarks.md, "The hot path, fourth pass" (with the full bench that disagreed).
 """
 
 from __future__ import annotations

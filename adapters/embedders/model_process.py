@@ -358,7 +358,8 @@ def _forget_transports(child: _Child, loop: asyncio.AbstractEventLoop | None) ->
     pipes: list[Any] = [child.pipe]
     if transport is not None:
         pipes += [transport.get_pipe_transport(fd) for fd in range(3)]
-        transport._closed = True
+        with contextlib.suppress(AttributeError):  # uvloop's transport has no such flag
+            transport._closed = True
     for pipe in pipes:
         raw = getattr(pipe, "_pipe", None)
         if raw is not None:
@@ -366,7 +367,8 @@ def _forget_transports(child: _Child, loop: asyncio.AbstractEventLoop | None) ->
                 raw.close()
             pipe._pipe = None
         if hasattr(pipe, "_closing"):
-            pipe._closing = True
+            with contextlib.suppress(AttributeError):  # read-only on uvloop's transports
+                pipe._closing = True
 
 
 def model_pids() -> list[int]:

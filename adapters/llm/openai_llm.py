@@ -13,6 +13,7 @@ Failure policy, in order:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -281,7 +282,10 @@ def read_completion(body: bytes) -> Completion:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return Completion("")
+        try:  # what orjson refuses and json reads: a byte-order mark, NaN, a lone surrogate
+            data = json.loads(body)
+        except ValueError:
+            return Completion("")
     if not isinstance(data, dict):
         return Completion("")
     usage = data.get("usage")

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+import aiohttp
 import openai
 from openai import AsyncOpenAI, DefaultAioHttpClient
 
@@ -38,9 +39,10 @@ def openai_client(settings: Settings) -> AsyncOpenAI:
     """The async client with its own retries off; key and URL passed explicitly, so the
     client does not fall back to reading the environment (Settings already did).
 
-    Its HTTP goes through aiohttp (the client's own ``DefaultAioHttpClient``), which costs the
-    loop less than the default transport with many calls in flight (docs/benchmarks.md, "The
-    hot path, fourth pass")."""
+    Its HTTP goes through aiohttp (the client's own ``DefaultAioHttpClient``): more turns per
+    second with many calls in flight in side-by-side runs of the bench's LLM part, though one
+    full bench disagreed (docs/benchmarks.md, "The hot path, fourth pass"). Replies that are not
+    HTTP surface as aiohttp's errors, which ``is_retryable`` takes as transient."""
     return AsyncOpenAI(
         api_key=settings.openai_key or NO_KEY,
         base_url=settings.openai_base_url or DEFAULT_BASE_URL,
@@ -88,6 +90,10 @@ def is_quota_error(error: BaseException) -> bool:
 
 def is_retryable(error: BaseException) -> bool:
     if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(error, aiohttp.ClientError):
+        # what the aiohttp transport does not map to the client's errors: a reply that is not
+        # HTTP (a bad status line, an oversized header), as httpx's protocol errors were
         return True
     if isinstance(error, openai.APIStatusError):
         return error.status_code == 429 or error.status_code >= 500
@@ -139,7 +145,7 @@ async def call_with_retries(
     while True:
         try:
             return await call()
-        except openai.OpenAIError as exc:
+        except (openai.OpenAIError, aiohttp.ClientError) as exc:
             if on_failure is not None:
                 on_failure(exc)
             if is_quota_error(exc):

@@ -35,8 +35,10 @@ async def check_embedder(settings: Settings) -> dict[str, Any]:
     result: dict[str, Any] = {"backend": settings.embedder, "ok": False, "dim": 0}
     try:
         embedder = build_embedder(settings)
-        vector = (await embedder.embed(["memoryos doctor"]))[0]
-        await embedder.close()
+        try:
+            vector = (await embedder.embed(["memoryos doctor"]))[0]
+        finally:  # a failed call too: an HTTP client left open is logged as a leak
+            await embedder.close()
         result.update(ok=len(vector) == embedder.dim, dim=len(vector), detail="one text embedded")
         if not result["ok"]:
             result["detail"] = f"got {len(vector)} dimensions, expected {embedder.dim}"
@@ -78,8 +80,10 @@ async def check_llm(settings: Settings) -> dict[str, Any]:
             timestamp="2024-01-01T00:00:00Z",
             chain=ChainLink(chain_id="doctor"),
         )
-        verdict = await llm.continuity(None, page)
-        await llm.close()
+        try:
+            verdict = await llm.continuity(None, page)
+        finally:
+            await llm.close()
         result["ok"] = bool(verdict.summary)
         result["detail"] = f"continuity call answered: {verdict.summary[:60]!r}"
     except Exception as exc:

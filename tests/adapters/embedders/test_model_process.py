@@ -11,11 +11,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from adapters import event_loop
 from adapters.embedders.minilm import MiniLMEmbedder
 from adapters.embedders.model_process import ProcessHost, model_pids
 from adapters.settings import Settings
@@ -107,15 +110,18 @@ async def test_close_answers_what_was_sent_and_the_child_exits() -> None:
     assert models.pid is None
 
 
-def test_a_host_used_from_two_event_loops_starts_a_child_for_each() -> None:
-    """``asyncio.run`` twice (a CLI command, a test): the first loop's child is killed."""
+@pytest.mark.parametrize("run", [asyncio.run, event_loop.run], ids=["asyncio", "uvloop"])
+def test_a_host_used_from_two_event_loops_starts_a_child_for_each(
+    run: Callable[[Coroutine[Any, Any, Any]], Any],
+) -> None:
+    """Two loops in turn (a CLI command, a test): the first loop's child is killed."""
     models = host()
-    (first,) = asyncio.run(models.encode(["one"]))
+    (first,) = run(models.encode(["one"]))
     pid = models.pid
-    (second,) = asyncio.run(models.encode(["one"]))
+    (second,) = run(models.encode(["one"]))
     assert np.array_equal(first, second)
     assert models.pid != pid
-    asyncio.run(models.close())
+    run(models.close())
 
 
 async def test_a_model_that_cannot_load_is_a_clear_error(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from adapters.llm.offline_llm import OfflineLLM
 from adapters.llm.openai_llm import Completion, OpenAILLM, read_completion
 from adapters.llm.retry import RetryPolicy, openai_client
 from adapters.ports import PromptMemory
+from adapters.settings import Settings
 from evaluation.fake_openai import FakeOpenAI, Fault
 from schemas.errors import LLMError, LLMQuotaExceeded
 from schemas.records import Page, Trait
@@ -231,11 +232,44 @@ async def test_a_body_that_is_not_a_chat_completion_is_refused_like_garbage(
 async def test_the_client_talks_through_aiohttp_and_keeps_the_proxy_variables(
     fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for name in ("ALL_PROXY", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     http = openai_client(settings_for(fake_openai))._client
     proxied = list(http._mounts.values())
     assert [str(t.proxy.url) for t in proxied] == ["http://proxy.example:3128"]
     assert {type(t).__name__ for t in [http._transport, *proxied]} == {"AiohttpTransport"}
+
+
+async def test_a_reply_that_is_not_http_is_retried_then_an_llm_error(
+    sleeps: RecordingSleep,
+) -> None:
+    """A peer that answers with something other than HTTP (here an SSH banner)."""
+    attempts = 0
+
+    async def banner(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal attempts
+        attempts += 1
+        writer.write(b"SSH-2.0-OpenSSH_9.6\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(banner, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    settings = Settings(
+        llm="openai", openai_base_url=f"http://127.0.0.1:{port}/v1", llm_max_retries=2
+    )
+    llm = OpenAILLM(settings, sleep=sleeps, rng=TopOfRange())
+    try:
+        with pytest.raises(LLMError, match="gave up after 3 attempts"):
+            await llm.continuity(None, exchange("Hello"))
+    finally:
+        await llm.close()
+        server.close()
+    assert attempts == 3
+    assert llm.usage["continuity"].failures == 3
+    assert len(sleeps.delays) == 2
 
 
 def test_a_completion_body_is_read_for_its_text_and_token_counts() -> None:
@@ -246,6 +280,8 @@ def test_a_completion_body_is_read_for_its_text_and_token_counts() -> None:
     odd += b' "completion_tokens": true}}'
     assert read_completion(odd) == Completion("Hi", 0, 0)
     assert read_completion(b"") == Completion("")
+    # what orjson refuses and the client's own JSON reader took: a byte-order mark
+    assert read_completion(b"\xef\xbb\xbf" + body) == Completion("Hi", 12, 3)
 
 
 async def test_several_pages_topics_in_one_call(llm: OpenAILLM, fake_openai: FakeOpenAI) -> None:
