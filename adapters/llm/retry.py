@@ -91,9 +91,10 @@ def is_quota_error(error: BaseException) -> bool:
 def is_retryable(error: BaseException) -> bool:
     if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
         return True
-    if isinstance(error, aiohttp.ClientError):
-        # what the aiohttp transport does not map to the client's errors: a reply that is not
-        # HTTP (a bad status line, an oversized header), as httpx's protocol errors were
+    if isinstance(error, aiohttp.ClientResponseError):
+        # the one error the aiohttp transport leaves unmapped: a reply that is not HTTP (a bad
+        # status line, an oversized header), retried as httpx's protocol errors were; aiohttp's
+        # other errors (a bad URL, a certificate) are not transient
         return True
     if isinstance(error, openai.APIStatusError):
         return error.status_code == 429 or error.status_code >= 500
@@ -145,7 +146,7 @@ async def call_with_retries(
     while True:
         try:
             return await call()
-        except (openai.OpenAIError, aiohttp.ClientError) as exc:
+        except (openai.OpenAIError, aiohttp.ClientResponseError) as exc:
             if on_failure is not None:
                 on_failure(exc)
             if is_quota_error(exc):
