@@ -6,26 +6,17 @@ disk is the source of truth and the tables rebuild from it (see agents/state.py)
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
 
+from adapters.orphans import die_with_parent
 from schemas.errors import BrokerError
 
 log = logging.getLogger(__name__)
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGTERM the broker when its parent dies, even by kill -9: no orphans."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def port_is_open(host: str, port: int) -> bool:
@@ -86,7 +77,7 @@ class EmbeddedBroker:
             command,
             stdout=output,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,  # SIGTERM when we die: no orphans
             start_new_session=True,
         )
         deadline = time.monotonic() + timeout_s

@@ -49,6 +49,7 @@ import orjson
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from adapters.embedders.minilm_models import Matrix
+from adapters.orphans import die_with_parent
 from adapters.process_stats import rss_bytes
 from schemas.errors import EmbedderError, MemoryOSError
 
@@ -446,6 +447,9 @@ def _embed(model: Any, batch: list[str]) -> tuple[bytes, bytes]:
 
 
 def main(argv: list[str]) -> int:
+    # its stdin's end tells it the parent is gone, but only once it reads: a stopped or busy
+    # child, in a session of its own, would outlive a parent killed with SIGKILL
+    die_with_parent(signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # in its own process group already; belt
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="model process: %(levelname)s %(message)s")

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from adapters.embedders.model_process import ERROR, READY, VECTORS, Answers, ProcessHost, serve
+from adapters.orphans import die_with_parent
 from schemas.errors import LLMError
 
 RESULT = VECTORS  # the frame kind of an answer
@@ -73,6 +74,9 @@ class TextHost(ProcessHost):
 
 
 def main() -> int:
+    # its stdin's end tells it the parent is gone, but only once it reads: a stopped or busy
+    # child, in a session of its own, would outlive a parent killed with SIGKILL
+    die_with_parent(signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # in its own process group already; belt
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="text process: %(levelname)s %(message)s")

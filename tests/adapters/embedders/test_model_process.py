@@ -132,16 +132,20 @@ async def test_a_model_that_cannot_load_is_a_clear_error(tmp_path: Path) -> None
         await models.encode(["hello"])
 
 
-def test_no_child_outlives_a_parent_killed_by_sigkill() -> None:
+@pytest.mark.parametrize("stopped", [False, True], ids=["idle", "stopped"])
+def test_no_child_outlives_a_parent_killed_by_sigkill(stopped: bool) -> None:
+    """A stopped child reads no end of its stdin: only the kernel's parent-death signal ends it."""
     script = textwrap.dedent(
         f"""
-        import asyncio, sys, time
+        import asyncio, os, signal, sys, time
         from pathlib import Path
         from adapters.embedders.model_process import ProcessHost
 
         async def main():
             models = ProcessHost("onnx", Path({str(Settings().model_cache_path)!r}), 1, "int8")
             await models.encode(["hello"])
+            if {stopped!r}:
+                os.kill(models.pid, signal.SIGSTOP)
             print(models.pid, flush=True)
             await asyncio.sleep(600)
 
