@@ -157,7 +157,10 @@ async def test_the_catch_up_ends_under_steady_concurrent_writes(tmp_path: Path) 
         return cap
 
     clients = [asyncio.create_task(client(f"user{i}")) for i in range(8)]
-    await asyncio.sleep(0.05)  # the clients are writing, their sends dropped by the gate
+    for _ in range(1000):  # until the clients write, their sends dropped by the gate
+        if gate.dropped:
+            break
+        await asyncio.sleep(0.01)
     assert gate.dropped > 0
     await stack.catch_up_journal()
     done.set()
