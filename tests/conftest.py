@@ -3,6 +3,8 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 # `tests.support` must import under plain `pytest` too, which (unlike `python -m pytest`) does
 # not put the project root on sys.path; `pythonpath = ["."]` in pyproject would do the same.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -19,3 +21,15 @@ def pytest_asyncio_loop_factories(config: object, item: object) -> dict[str, obj
     import uvloop
 
     return {"uvloop": uvloop.new_event_loop}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow files first, then the whole-stack ones: the workers take files as they free
+    up, and a long file taken last would run alone at the end while the other cores idle."""
+
+    def weight(item: pytest.Item) -> int:
+        if item.get_closest_marker("slow"):
+            return 0
+        return 1 if item.get_closest_marker("integration") else 2
+
+    items.sort(key=weight)  # stable: each file's tests keep their order

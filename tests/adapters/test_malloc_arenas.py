@@ -15,7 +15,10 @@ import pytest
 
 from adapters import native_memory
 
-pytestmark = pytest.mark.skipif(native_memory._LIBC is None, reason="glibc's malloc only")
+pytestmark = [
+    pytest.mark.skipif(native_memory._LIBC is None, reason="glibc's malloc only"),
+    pytest.mark.slow,  # each case starts an interpreter of its own
+]
 
 # Threads that allocate at once without the GIL (zlib lets it go), as Edge's, ONNX Runtime's
 # and sqlite's threads do: each meets a locked arena and glibc makes it another.

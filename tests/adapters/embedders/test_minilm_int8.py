@@ -18,6 +18,8 @@ from adapters.settings import Settings
 from adapters.wiring import build_deps, close_deps
 from schemas.errors import ConfigError
 
+pytestmark = pytest.mark.slow  # each test exports or loads the model
+
 QUESTIONS = [
     "What did Caroline paint after the art class in May?",
     "When is my sister's birthday?",

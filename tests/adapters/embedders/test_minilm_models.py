@@ -26,6 +26,8 @@ from adapters.embedders.minilm_models import (
 from adapters.settings import Settings
 from schemas.errors import EmbedderError
 
+pytestmark = pytest.mark.slow  # each test exports or loads the model
+
 TEXTS = [
     *PROBES,
     "What did Caroline paint after the art class in May?",
