@@ -102,7 +102,9 @@ class Settings(BaseSettings):
         "phrases without chit-chat, then the dates said",
     )
     llm_model: str = Field("gpt-4o-mini", min_length=1, description="chat model name")
-    llm_timeout_s: float = Field(60.0, gt=0.0, description="per-call timeout, seconds")
+    llm_timeout_s: float = Field(
+        60.0, gt=0.0, description="each attempt's timeout, seconds, to the last byte of its answer"
+    )
     llm_max_retries: int = Field(5, ge=0, le=20, description="retries on 429/5xx/timeouts")
     llm_backoff_base_s: float = Field(0.5, ge=0.0, description="first backoff, seconds")
     llm_backoff_max_s: float = Field(30.0, ge=0.0, description="longest backoff, seconds")

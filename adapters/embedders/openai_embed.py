@@ -38,6 +38,7 @@ class OpenAIEmbedder:
         self._batch_size = settings.embedding_batch_size
         self._client = client or openai_client(settings)
         self._policy = RetryPolicy.from_settings(settings)
+        self._timeout_s = settings.llm_timeout_s
         self._in_flight = asyncio.Semaphore(settings.llm_max_in_flight)
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -79,6 +80,7 @@ class OpenAIEmbedder:
             sleep=self._sleep,
             rng=self._rng,
             on_failure=failed,
+            timeout_s=self._timeout_s,
         )
         self.usage.prompt_tokens += response.usage.prompt_tokens if response.usage else 0
         ordered = sorted(response.data, key=lambda item: item.index)

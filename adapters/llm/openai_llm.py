@@ -56,6 +56,7 @@ class OpenAILLM:
         self._on_tokens = on_tokens
         self._client = client or openai_client(settings)
         self._policy = RetryPolicy.from_settings(settings)
+        self._timeout_s = settings.llm_timeout_s
         self._in_flight = asyncio.Semaphore(settings.llm_max_in_flight)
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -251,6 +252,7 @@ class OpenAILLM:
             sleep=self._sleep,
             rng=self._rng,
             on_failure=failed,
+            timeout_s=self._timeout_s,
         )
         completion = read_completion(raw)
         for counter in (usage, spent):

@@ -88,8 +88,12 @@ def is_quota_error(error: BaseException) -> bool:
     return "insufficient_quota" in (error.code, error.type)
 
 
+class AttemptTimeout(Exception):
+    """An attempt with no whole answer within the call's timeout."""
+
+
 def is_retryable(error: BaseException) -> bool:
-    if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
+    if isinstance(error, (openai.APIConnectionError, AttemptTimeout)):  # APITimeoutError too
         return True
     if isinstance(error, aiohttp.ClientResponseError):
         # the one error the aiohttp transport leaves unmapped: a reply that is not HTTP (a bad
@@ -135,9 +139,13 @@ async def call_with_retries(
     sleep: Sleep = asyncio.sleep,
     rng: random.Random | None = None,
     on_failure: Callable[[BaseException], None] | None = None,
+    timeout_s: float | None = None,
 ) -> T:
     """Run ``call``; retry transient failures; raise ``error`` (or ``quota_error``) at the end.
 
+    ``timeout_s`` bounds each attempt as a whole: the HTTP client's own timeout bounds each
+    read, so a server sending its answer a byte at a time would hold the call, and its slot
+    among the calls in flight, for good. An attempt past it is a transient failure.
     ``on_failure`` sees every failed attempt (for usage counters). Non-retryable API errors
     (400, 401, 404, ...) are raised at once as ``error``; other exceptions propagate untouched.
     """
@@ -145,8 +153,8 @@ async def call_with_retries(
     attempt = 0
     while True:
         try:
-            return await call()
-        except (openai.OpenAIError, aiohttp.ClientResponseError) as exc:
+            return await _bounded(call, timeout_s)
+        except (openai.OpenAIError, aiohttp.ClientResponseError, AttemptTimeout) as exc:
             if on_failure is not None:
                 on_failure(exc)
             if is_quota_error(exc):
@@ -164,3 +172,14 @@ async def call_with_retries(
             log.info("%s: %s; retry %d in %.2fs", what, describe(exc), attempt + 1, delay)
             attempt += 1
             await sleep(delay)
+
+
+async def _bounded(call: Callable[[], Awaitable[T]], timeout_s: float | None) -> T:
+    bound = asyncio.timeout(timeout_s)
+    try:
+        async with bound:
+            return await call()
+    except TimeoutError as exc:
+        if not bound.expired():
+            raise
+        raise AttemptTimeout(f"no whole answer within {timeout_s} s") from exc

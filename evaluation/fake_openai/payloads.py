@@ -63,7 +63,7 @@ THINKING = "<think>Let me think about the format first.</think>\n"
 class Fault:
     """What the next request gets instead of a plain canned reply."""
 
-    kind: str  # "status" | "delay" | "fence" | "think" | "garbage" | "text" | "body"
+    kind: str  # "status" | "delay" | "fence" | "think" | "garbage" | "text" | "body" | "trickle"
     status: int = 200
     code: str | None = None
     retry_after: float | None = None
@@ -116,6 +116,12 @@ class Fault:
         """A 200 whose whole body is ``raw``, not a chat completion (a proxy's page, say)."""
         return cls("body", text=raw)
 
+    @classmethod
+    def trickle(cls, every_s: float) -> Fault:
+        """A 200 whose body never ends: a space every ``every_s``, each read well within the
+        client's timeout (JSON allows leading white space, so no byte of it is wrong)."""
+        return cls("trickle", delay_s=every_s)
+
 
 def pseudo_embedding(text: str, dim: int) -> list[float]:
     """Deterministic, text-specific, deliberately not unit length."""
@@ -129,7 +135,7 @@ def words(text: str) -> int:
 
 
 def transform(text: str, fault: Fault | None) -> str:
-    if fault is None or fault.kind == "delay":
+    if fault is None or fault.kind in ("delay", "trickle"):
         return text
     if fault.kind == "fence":
         return f"Here is the result:\n```json\n{text}\n```\nHope this helps!"

@@ -25,14 +25,14 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from adapters.llm.prompts import task_of
@@ -168,6 +168,8 @@ class FakeOpenAI:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            if fault is not None and fault.kind == "trickle":
+                return StreamingResponse(trickle(fault.delay_s), media_type="application/json")
             await asyncio.sleep(self.latency_s + (fault.delay_s if fault else 0.0))
             if fault is not None and fault.kind == "status":
                 return error_response(fault)
@@ -234,3 +236,10 @@ def main() -> None:
                 server.requests.clear()
     finally:
         server.stop()
+
+
+async def trickle(every_s: float) -> AsyncIterator[bytes]:
+    """White space, a byte at a time, until the client goes away."""
+    while True:
+        yield b" "
+        await asyncio.sleep(every_s)

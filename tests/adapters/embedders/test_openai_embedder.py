@@ -97,6 +97,20 @@ async def test_quota_and_exhaustion_raise_embedder_error(
         await embedder.embed(["y"])
 
 
+async def test_a_trickled_answer_is_cut_at_the_timeout_and_retried(
+    fake_openai: FakeOpenAI, sleeps: RecordingSleep
+) -> None:
+    adapter = OpenAIEmbedder(settings_for(fake_openai, llm_timeout_s=0.5), sleep=sleeps)
+    fake_openai.inject(Fault.trickle(0.05))
+    try:
+        assert len(await adapter.embed(["x"])) == 1
+    finally:
+        await adapter.close()
+    assert len(sleeps.delays) == 1
+    assert adapter.usage.failures == 1
+    assert len(fake_openai.calls("embeddings")) == 2
+
+
 async def test_dimension_mismatch_is_a_clear_error(
     embedder: OpenAIEmbedder, fake_openai: FakeOpenAI
 ) -> None:

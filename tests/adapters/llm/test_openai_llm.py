@@ -152,6 +152,22 @@ async def test_timeouts_are_retried(fake_openai: FakeOpenAI, sleeps: RecordingSl
     assert len(fake_openai.calls("topics")) == 2
 
 
+async def test_an_answer_trickled_past_the_timeout_is_cut_and_retried(
+    fake_openai: FakeOpenAI, sleeps: RecordingSleep
+) -> None:
+    """Each byte comes well within the client's read timeout; the call as a whole does not."""
+    llm = await make(fake_openai, sleeps, llm_timeout_s=0.5, llm_max_retries=1, llm_max_in_flight=1)
+    fake_openai.inject(Fault.trickle(0.05), Fault.trickle(0.05))
+    try:
+        with pytest.raises(LLMError, match=r"gave up after 2 attempts \(AttemptTimeout"):
+            await llm.respond("You are role-playing as Assistant", "Hi", PromptMemory("Hi", []))
+        assert await llm.topics(DIALOGUE)  # the calls' slots were given back
+    finally:
+        await llm.close()
+    assert len(sleeps.delays) == 1
+    assert llm.usage["respond"].failures == 2
+
+
 async def test_insufficient_quota_is_not_retried(
     llm: OpenAILLM, fake_openai: FakeOpenAI, sleeps: RecordingSleep
 ) -> None:
