@@ -51,9 +51,11 @@ setup:
 	$(MAKE) -j3 $(MODELS) debian typescript
 
 # Four workers on two cores: most whole-stack tests wait on a broker, a model or a timer, so
-# two would leave the cores idle. A file's tests stay on one worker (its module fixtures).
+# two would leave the cores idle. A file's tests stay on one worker (its module fixtures), and
+# the files go out in the order tests/conftest.py gives them (the slow ones first), not
+# xdist's (the most tests first, which left the long whole-stack files for the end).
 test: setup
-	$(BIN)/pytest -q -n 4 --dist loadfile --durations=15
+	$(BIN)/pytest -q -n 4 --dist loadfile --no-loadscope-reorder --durations=15
 
 check: $(MODELS) debian lint typecheck imports
 	$(BIN)/pytest -q -m "not integration"

@@ -1,12 +1,13 @@
 """Turns through the pipeline with a slow OpenAI-compatible LLM: the bench's LLM part alone.
 
-    python -m tools.llm_load [--concurrency 64] [--latency-ms 200] [--turns 25] [--seed N]
+    python -m tools.llm_load [--concurrency 64 ...] [--latency-ms 200] [--turns 25] [--seed N]
 
 A fresh embedded stack talks to the fake OpenAI server (every call answered after
 ``latency_ms``), with ``concurrency`` calls at most in flight and two users per slot of
-``turns`` turns each, as ``memoryos bench`` measures C = 8 .. 128. Prints one JSON line: turns
-per second and their share of the concurrency bound (C / (latency x calls per turn)). Run it
-from two checkouts, alternately, to compare.
+``turns`` turns each, as ``memoryos bench`` measures C = 8 .. 128. Several limits run one after
+another in this one process and against one server, as in the bench. Prints one JSON line per
+limit: turns per second and their share of the concurrency bound (C / (latency x calls per
+turn)). Run it from two checkouts, alternately, to compare.
 """
 
 from __future__ import annotations
@@ -21,13 +22,20 @@ from evaluation.bench import FULL
 from evaluation.bench_llm import FakeLLMServer, measure_concurrency
 
 
-async def run(concurrency: int, latency_ms: int, turns: int, seed: int = FULL.seed) -> None:
+async def run(concurrencies: list[int], latency_ms: int, turns: int, seed: int = FULL.seed) -> None:
     server = await asyncio.to_thread(FakeLLMServer(latency_ms / 1000.0).start)
     try:
-        users = max(2, concurrency * FULL.llm_users_per_slot)
-        done = await measure_concurrency(load_settings(), server, concurrency, users, turns, seed)
+        for concurrency in concurrencies:
+            await run_one(server, concurrency, latency_ms, turns, seed)
     finally:
         await asyncio.to_thread(server.stop)
+
+
+async def run_one(
+    server: FakeLLMServer, concurrency: int, latency_ms: int, turns: int, seed: int
+) -> None:
+    users = max(2, concurrency * FULL.llm_users_per_slot)
+    done = await measure_concurrency(load_settings(), server, concurrency, users, turns, seed)
     row = {
         "concurrency": concurrency,
         "latency_ms": latency_ms,
@@ -44,7 +52,7 @@ async def run(concurrency: int, latency_ms: int, turns: int, seed: int = FULL.se
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[64])
     parser.add_argument("--latency-ms", type=int, default=200)
     parser.add_argument("--turns", type=int, default=FULL.llm_turns, help="turns per user")
     parser.add_argument("--seed", type=int, default=FULL.seed, help="the conversations' seed")

@@ -82,10 +82,12 @@ async def test_respond_load_prints_one_row_per_way(capsys: pytest.CaptureFixture
 async def test_llm_load_prints_its_share_of_the_concurrency_bound(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    await llm_load.run(concurrency=2, latency_ms=20, turns=9)
-    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line[:1] == "{"]
-    assert row["turns"] == 2 * 2 * 9, "two users per slot"
-    assert row["users_wrong"] == 0
-    assert row["errors"] == 0
-    assert row["calls_per_turn"] > 0
-    assert row["bound_ratio"] > 0
+    await llm_load.run([1, 2], latency_ms=20, turns=9)
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line[:1] == "{"]
+    assert [row["concurrency"] for row in rows] == [1, 2], "one row per limit, in order"
+    for row in rows:
+        assert row["turns"] == max(2, row["concurrency"] * 2) * 9, "two users per slot"
+        assert row["users_wrong"] == 0
+        assert row["errors"] == 0
+        assert row["calls_per_turn"] > 0
+        assert row["bound_ratio"] > 0
