@@ -11,12 +11,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# torch first, pinned: on these machines it is a CPU build on local disk; left to the resolver,
-# sentence-transformers would pull a multi-GB CUDA build.
+# torch first, pinned, by pip: on these machines it is a CPU build on local disk, which only
+# pip looks at; left to a resolver, sentence-transformers would pull a multi-GB CUDA build.
+# The rest by uv, which resolves and installs the same versions several times faster and
+# leaves the installed torch as it is.
 $(STAMP): pyproject.toml clients/python/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e './clients/python[langchain]'
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet torch==2.13.0 uv
+	$(BIN)/uv pip install --python $(BIN)/python --quiet -e './clients/python[langchain]' -e '.[test]'
 	touch $(STAMP)
 
 # MiniLM's ONNX graphs (fp32, and int8 for new stores), made again when the code making them
