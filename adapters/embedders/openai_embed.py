@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from openai import AsyncOpenAI
 from openai.types import CreateEmbeddingResponse
 
-from adapters.llm.retry import RetryPolicy, Sleep, TaskUsage, call_with_retries, openai_client
+from adapters.llm.retry import (
+    RetryPolicy,
+    Sleep,
+    TaskUsage,
+    call_with_retries,
+    openai_client,
+    whole_answer_within,
+)
 from adapters.settings import Settings
 from schemas.errors import EmbedderError
 
@@ -61,12 +68,13 @@ class OpenAIEmbedder:
             async with self._in_flight:
                 self.usage.calls += 1
                 # dimensions: text-embedding-3 models shorten to the store's vector size.
-                return await self._client.embeddings.create(
-                    model=self._model,
-                    input=inputs,
-                    dimensions=self.dim,
-                    encoding_format="float",
-                )
+                async with whole_answer_within(self._timeout_s):
+                    return await self._client.embeddings.create(
+                        model=self._model,
+                        input=inputs,
+                        dimensions=self.dim,
+                        encoding_format="float",
+                    )
 
         def failed(_: BaseException) -> None:
             self.usage.failures += 1
@@ -80,7 +88,6 @@ class OpenAIEmbedder:
             sleep=self._sleep,
             rng=self._rng,
             on_failure=failed,
-            timeout_s=self._timeout_s,
         )
         self.usage.prompt_tokens += response.usage.prompt_tokens if response.usage else 0
         ordered = sorted(response.data, key=lambda item: item.index)

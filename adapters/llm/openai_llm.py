@@ -26,7 +26,14 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from adapters.llm import parsing, prompts
 from adapters.llm.offline_llm import OfflineLLM
-from adapters.llm.retry import RetryPolicy, Sleep, TaskUsage, call_with_retries, openai_client
+from adapters.llm.retry import (
+    RetryPolicy,
+    Sleep,
+    TaskUsage,
+    call_with_retries,
+    openai_client,
+    whole_answer_within,
+)
 from adapters.ports import Answer, Embedder, PersonaFacts, PromptMemory, Topic
 from adapters.settings import Settings
 from memory.chain import ContinuityVerdict
@@ -238,7 +245,8 @@ class OpenAILLM:
                 # tenth of the client's time on the loop under many calls in flight. The body
                 # comes back as bytes (`read_completion`), not as the client's model.
                 body = {"model": self._model, "messages": messages}
-                return await self._client.post("/chat/completions", body=body, cast_to=bytes)
+                async with whole_answer_within(self._timeout_s):
+                    return await self._client.post("/chat/completions", body=body, cast_to=bytes)
 
         def failed(_: BaseException) -> None:
             usage.failures += 1
@@ -252,7 +260,6 @@ class OpenAILLM:
             sleep=self._sleep,
             rng=self._rng,
             on_failure=failed,
-            timeout_s=self._timeout_s,
         )
         completion = read_completion(raw)
         for counter in (usage, spent):

@@ -8,10 +8,11 @@ for every call, is observable, and can be tested with an injected sleep and rand
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -139,13 +140,9 @@ async def call_with_retries(
     sleep: Sleep = asyncio.sleep,
     rng: random.Random | None = None,
     on_failure: Callable[[BaseException], None] | None = None,
-    timeout_s: float | None = None,
 ) -> T:
     """Run ``call``; retry transient failures; raise ``error`` (or ``quota_error``) at the end.
 
-    ``timeout_s`` bounds each attempt as a whole: the HTTP client's own timeout bounds each
-    read, so a server sending its answer a byte at a time would hold the call, and its slot
-    among the calls in flight, for good. An attempt past it is a transient failure.
     ``on_failure`` sees every failed attempt (for usage counters). Non-retryable API errors
     (400, 401, 404, ...) are raised at once as ``error``; other exceptions propagate untouched.
     """
@@ -153,7 +150,7 @@ async def call_with_retries(
     attempt = 0
     while True:
         try:
-            return await _bounded(call, timeout_s)
+            return await call()
         except (openai.OpenAIError, aiohttp.ClientResponseError, AttemptTimeout) as exc:
             if on_failure is not None:
                 on_failure(exc)
@@ -174,12 +171,17 @@ async def call_with_retries(
             await sleep(delay)
 
 
-async def _bounded(call: Callable[[], Awaitable[T]], timeout_s: float | None) -> T:
+@contextlib.asynccontextmanager
+async def whole_answer_within(timeout_s: float) -> AsyncIterator[None]:
+    """Bound one attempt, from the moment it holds its slot among the calls in flight to its
+    answer's last byte: the HTTP client's own timeout bounds each read, so a server sending
+    its answer a byte at a time would hold the call, and its slot, for good. Past the bound
+    the attempt fails with ``AttemptTimeout``, a transient failure."""
     bound = asyncio.timeout(timeout_s)
     try:
         async with bound:
-            return await call()
+            yield
     except TimeoutError as exc:
         if not bound.expired():
             raise
-        raise AttemptTimeout(f"no whole answer within {timeout_s} s") from exc
+        raise AttemptTimeout(f"no whole answer within {timeout_s:g} s") from exc

@@ -168,6 +168,22 @@ async def test_an_answer_trickled_past_the_timeout_is_cut_and_retried(
     assert llm.usage["respond"].failures == 2
 
 
+async def test_the_wait_for_a_slot_among_the_calls_in_flight_is_not_the_timeout(
+    fake_openai: FakeOpenAI, sleeps: RecordingSleep
+) -> None:
+    """One slot: the second call waits for the first's answer, then answers within its own
+    bound; timed from the wait, both together would be past it."""
+    llm = await make(fake_openai, sleeps, llm_timeout_s=0.5, llm_max_in_flight=1)
+    fake_openai.inject(Fault.delay(0.3), Fault.delay(0.3))
+    try:
+        assert all(await asyncio.gather(llm.topics(DIALOGUE), llm.topics(DIALOGUE)))
+    finally:
+        await llm.close()
+    assert sleeps.delays == []
+    assert llm.usage["topics"].failures == 0
+    assert len(fake_openai.calls("topics")) == 2
+
+
 async def test_insufficient_quota_is_not_retried(
     llm: OpenAILLM, fake_openai: FakeOpenAI, sleeps: RecordingSleep
 ) -> None:
