@@ -13,11 +13,14 @@ $(BIN)/python:
 
 # torch first, pinned, by pip: on these machines it is a CPU build on local disk, which only
 # pip looks at; left to a resolver, sentence-transformers would pull a multi-GB CUDA build.
-# The rest by uv, which resolves and installs the same versions several times faster and
-# leaves the installed torch as it is.
+# The rest by uv, which resolves and installs several times faster; torch named again, so that
+# a dependency asking for a newer one fails here instead of pulling the CUDA build, and the
+# bytecode compiled at install as pip does (a process started with PYTHONDONTWRITEBYTECODE
+# would otherwise compile every module it imports, every time).
 $(STAMP): pyproject.toml clients/python/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet torch==2.13.0 uv
-	$(BIN)/uv pip install --python $(BIN)/python --quiet -e './clients/python[langchain]' -e '.[test]'
+	$(BIN)/pip install --quiet torch==2.13.0 uv==0.13.9
+	$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode torch==2.13.0 \
+	  -e './clients/python[langchain]' -e '.[test]'
 	touch $(STAMP)
 
 # MiniLM's ONNX graphs (fp32, and int8 for new stores), made again when the code making them

@@ -25,11 +25,16 @@ def pytest_asyncio_loop_factories(config: object, item: object) -> dict[str, obj
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The slow files first, then the whole-stack ones: the workers take files as they free
-    up, and a long file taken last would run alone at the end while the other cores idle."""
+    up, and a long file taken last would run alone at the end while the other cores idle.
+    A file moves as a whole, its tests in their order (its module fixtures are made once)."""
 
     def weight(item: pytest.Item) -> int:
         if item.get_closest_marker("slow"):
             return 0
         return 1 if item.get_closest_marker("integration") else 2
 
-    items.sort(key=weight)  # stable: each file's tests keep their order
+    files: dict[Path, int] = {}
+    for item in items:
+        files[item.path] = min(files.get(item.path, 2), weight(item))
+    order = {id(item): index for index, item in enumerate(items)}
+    items.sort(key=lambda item: (files[item.path], order[id(item)]))

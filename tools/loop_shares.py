@@ -23,7 +23,7 @@ from typing import Any
 # file by its module path: "faust/agents/agent.py").
 COMPONENTS: tuple[tuple[str, str], ...] = (
     ("store", r"^adapters/stores/|^qdrant"),
-    ("llm client", r"^adapters/llm/(openai|retry)|^(openai|aiohttp|httpx|httpx2|httpcore|yarl)/"),
+    ("llm client", r"^adapters/llm/retry|^(openai|aiohttp|httpx|httpx2|httpcore|yarl)/"),
     ("model host", r"^adapters/embedders/"),
     ("faust, mode, aiokafka", r"^(faust|mode|aiokafka|kafka)/"),
     ("pydantic", r"^pydantic"),
@@ -54,7 +54,7 @@ def shares(lines: list[str], thread: str | None) -> dict[str, Any]:
         if not stack or not count_text.isdigit():
             continue
         frames = stack.split(";")
-        if thread is not None and not any(thread in frame for frame in frames[:2]):
+        if thread is not None and not frames[0].endswith(f": {thread}"):
             continue
         count = int(count_text)
         total += count

@@ -135,7 +135,7 @@ def words(text: str) -> int:
 
 
 def transform(text: str, fault: Fault | None) -> str:
-    if fault is None or fault.kind in ("delay", "trickle"):
+    if fault is None or fault.kind == "delay":
         return text
     if fault.kind == "fence":
         return f"Here is the result:\n```json\n{text}\n```\nHope this helps!"

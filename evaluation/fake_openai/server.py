@@ -169,6 +169,8 @@ class FakeOpenAI:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             if fault is not None and fault.kind == "trickle":
+                # not counted in flight: the body streams after this returns, until the client
+                # goes away
                 return StreamingResponse(trickle(fault.delay_s), media_type="application/json")
             await asyncio.sleep(self.latency_s + (fault.delay_s if fault else 0.0))
             if fault is not None and fault.kind == "status":

@@ -100,7 +100,7 @@ async def test_quota_and_exhaustion_raise_embedder_error(
 async def test_a_trickled_answer_is_cut_at_the_timeout_and_retried(
     fake_openai: FakeOpenAI, sleeps: RecordingSleep
 ) -> None:
-    adapter = OpenAIEmbedder(settings_for(fake_openai, llm_timeout_s=0.5), sleep=sleeps)
+    adapter = OpenAIEmbedder(settings_for(fake_openai, llm_timeout_s=1.0), sleep=sleeps)
     fake_openai.inject(Fault.trickle(0.05))
     try:
         assert len(await adapter.embed(["x"])) == 1

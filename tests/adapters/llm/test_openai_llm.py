@@ -156,7 +156,7 @@ async def test_an_answer_trickled_past_the_timeout_is_cut_and_retried(
     fake_openai: FakeOpenAI, sleeps: RecordingSleep
 ) -> None:
     """Each byte comes well within the client's read timeout; the call as a whole does not."""
-    llm = await make(fake_openai, sleeps, llm_timeout_s=0.5, llm_max_retries=1, llm_max_in_flight=1)
+    llm = await make(fake_openai, sleeps, llm_timeout_s=1.0, llm_max_retries=1, llm_max_in_flight=1)
     fake_openai.inject(Fault.trickle(0.05), Fault.trickle(0.05))
     try:
         with pytest.raises(LLMError, match=r"gave up after 2 attempts \(AttemptTimeout"):
@@ -173,8 +173,8 @@ async def test_the_wait_for_a_slot_among_the_calls_in_flight_is_not_the_timeout(
 ) -> None:
     """One slot: the second call waits for the first's answer, then answers within its own
     bound; timed from the wait, both together would be past it."""
-    llm = await make(fake_openai, sleeps, llm_timeout_s=0.5, llm_max_in_flight=1)
-    fake_openai.inject(Fault.delay(0.3), Fault.delay(0.3))
+    llm = await make(fake_openai, sleeps, llm_timeout_s=1.0, llm_max_in_flight=1)
+    fake_openai.inject(Fault.delay(0.6), Fault.delay(0.6))
     try:
         assert all(await asyncio.gather(llm.topics(DIALOGUE), llm.topics(DIALOGUE)))
     finally:
