@@ -27,6 +27,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from adapters.llm import parsing, prompts
 from adapters.llm.offline_llm import OfflineLLM
 from adapters.llm.retry import (
+    ErrorReply,
     RetryPolicy,
     Sleep,
     TaskUsage,
@@ -237,7 +238,7 @@ class OpenAILLM:
     ) -> str:
         usage = self._usage(task)
 
-        async def attempt() -> bytes:
+        async def attempt() -> Completion:
             async with self._in_flight:  # held per HTTP attempt, not while backing off
                 usage.calls += 1
                 # The client's own post: `chat.completions.create` first walks the messages
@@ -246,12 +247,13 @@ class OpenAILLM:
                 # comes back as bytes (`read_completion`), not as the client's model.
                 body = {"model": self._model, "messages": messages}
                 async with whole_answer_within(self._timeout_s):
-                    return await self._client.post("/chat/completions", body=body, cast_to=bytes)
+                    raw = await self._client.post("/chat/completions", body=body, cast_to=bytes)
+                return read_completion(raw)
 
         def failed(_: BaseException) -> None:
             usage.failures += 1
 
-        raw = await call_with_retries(
+        completion = await call_with_retries(
             attempt,
             self._policy,
             what=f"LLM {task}",
@@ -261,7 +263,6 @@ class OpenAILLM:
             rng=self._rng,
             on_failure=failed,
         )
-        completion = read_completion(raw)
         for counter in (usage, spent):
             counter.prompt_tokens += completion.prompt_tokens
             counter.completion_tokens += completion.completion_tokens
@@ -284,8 +285,10 @@ def read_completion(body: bytes) -> Completion:
     """The first choice's text and the token counts of a chat completion's body.
 
     Read with orjson instead of building the client's ``ChatCompletion`` model, which was a
-    fifth of the client's time on the loop under many calls in flight. A body that is not a
-    chat completion (not JSON, no choices, a content that is not text) reads as an empty reply,
+    fifth of the client's time on the loop under many calls in flight. A content given as a
+    list of parts is its text parts joined. The provider's error object (``{"error": ...}``,
+    no choices) raises ``ErrorReply``, retried like a 5xx. Any other body that is not a chat
+    completion (not JSON, no choices, a content that is not text) reads as an empty reply,
     which the task's parse refuses: it is asked again with the repair turn, then answered by
     the offline backend, and never stored as it came."""
     try:
@@ -297,17 +300,33 @@ def read_completion(body: bytes) -> Completion:
             return Completion("")
     if not isinstance(data, dict):
         return Completion("")
+    choices = data.get("choices")
+    if choices is None and data.get("error") is not None:
+        raise ErrorReply(f"the body is an error: {str(data['error'])[:200]}")
     usage = data.get("usage")
     usage = usage if isinstance(usage, dict) else {}
-    choices = data.get("choices")
     first = choices[0] if isinstance(choices, list) and choices else None
     message = first.get("message") if isinstance(first, dict) else None
-    text = message.get("content") if isinstance(message, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
     return Completion(
-        text if isinstance(text, str) else "",
+        _text(content),
         _count(usage.get("prompt_tokens")),
         _count(usage.get("completion_tokens")),
     )
+
+
+def _text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # [{"type": "text", "text": ...}, ...]
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        )
+    return ""
 
 
 def _count(value: object) -> int:

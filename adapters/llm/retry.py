@@ -89,12 +89,20 @@ def is_quota_error(error: BaseException) -> bool:
     return "insufficient_quota" in (error.code, error.type)
 
 
-class AttemptTimeout(Exception):
+class TransientFailure(Exception):
+    """One attempt failed in a way the next may not: retried like a 5xx."""
+
+
+class AttemptTimeout(TransientFailure):
     """An attempt with no whole answer within the call's timeout."""
 
 
+class ErrorReply(TransientFailure):
+    """A 200 whose body is the provider's error object, not an answer (some proxies send it)."""
+
+
 def is_retryable(error: BaseException) -> bool:
-    if isinstance(error, (openai.APIConnectionError, AttemptTimeout)):  # APITimeoutError too
+    if isinstance(error, (openai.APIConnectionError, TransientFailure)):  # APITimeoutError too
         return True
     if isinstance(error, aiohttp.ClientResponseError):
         # the one error the aiohttp transport leaves unmapped: a reply that is not HTTP (a bad
@@ -151,7 +159,7 @@ async def call_with_retries(
     while True:
         try:
             return await call()
-        except (openai.OpenAIError, aiohttp.ClientResponseError, AttemptTimeout) as exc:
+        except (openai.OpenAIError, aiohttp.ClientResponseError, TransientFailure) as exc:
             if on_failure is not None:
                 on_failure(exc)
             if is_quota_error(exc):

@@ -8,12 +8,13 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import pytest
 
 from adapters.llm import build_llm
 from adapters.llm.offline_llm import OfflineLLM
 from adapters.llm.openai_llm import Completion, OpenAILLM, read_completion
-from adapters.llm.retry import RetryPolicy, openai_client
+from adapters.llm.retry import ErrorReply, RetryPolicy, openai_client
 from adapters.ports import PromptMemory
 from adapters.settings import Settings
 from evaluation.fake_openai import FakeOpenAI, Fault
@@ -314,6 +315,34 @@ def test_a_completion_body_is_read_for_its_text_and_token_counts() -> None:
     assert read_completion(b"") == Completion("")
     # what orjson refuses and the client's own JSON reader took: a byte-order mark
     assert read_completion(b"\xef\xbb\xbf" + body) == Completion("Hi", 12, 3)
+
+
+def test_a_content_in_parts_is_read_as_its_text_parts() -> None:
+    parts = [{"type": "text", "text": "Hel"}, {"type": "image_url"}, {"type": "text", "text": "lo"}]
+    body = orjson.dumps({"choices": [{"message": {"content": parts}}]})
+    assert read_completion(body) == Completion("Hello")
+
+
+def test_an_error_object_in_a_200_is_an_error_reply_not_an_empty_answer() -> None:
+    with pytest.raises(ErrorReply, match="upstream overloaded"):
+        read_completion(b'{"error": {"message": "upstream overloaded", "type": "server_error"}}')
+
+
+ERROR_BODY = '{"error": {"message": "upstream overloaded", "type": "server_error"}}'
+
+
+async def test_an_error_object_in_a_200_is_retried_like_a_5xx(
+    llm: OpenAILLM, fake_openai: FakeOpenAI, sleeps: RecordingSleep
+) -> None:
+    fake_openai.inject(Fault.body(ERROR_BODY))
+    assert await llm.topics(DIALOGUE)
+    assert len(fake_openai.calls("topics")) == 2
+    assert len(sleeps.delays) == 1
+    assert llm.usage["topics"].failures == 1
+    assert llm.usage["topics"].fallbacks == 0
+    fake_openai.inject(*[Fault.body(ERROR_BODY)] * 4)  # 1 try + llm_max_retries=3
+    with pytest.raises(LLMError, match=r"gave up after 4 attempts .*upstream overloaded"):
+        await llm.topics(DIALOGUE)
 
 
 async def test_several_pages_topics_in_one_call(llm: OpenAILLM, fake_openai: FakeOpenAI) -> None:
