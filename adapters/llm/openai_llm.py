@@ -287,7 +287,8 @@ def read_completion(body: bytes) -> Completion:
     Read with orjson instead of building the client's ``ChatCompletion`` model, which was a
     fifth of the client's time on the loop under many calls in flight. A content given as a
     list of parts is its text parts joined. The provider's error object (``{"error": ...}``,
-    no choices) raises ``ErrorReply``, retried like a 5xx. Any other body that is not a chat
+    no choices) raises ``ErrorReply``, retried like a 5xx unless it says the request is wrong
+    or the quota spent. Any other body that is not a chat
     completion (not JSON, no choices, a content that is not text) reads as an empty reply,
     which the task's parse refuses: it is asked again with the repair turn, then answered by
     the offline backend, and never stored as it came."""
@@ -296,13 +297,13 @@ def read_completion(body: bytes) -> Completion:
     except orjson.JSONDecodeError:
         try:  # what orjson refuses and json reads: a byte-order mark, NaN, a lone surrogate
             data = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than either reader goes
             return Completion("")
     if not isinstance(data, dict):
         return Completion("")
     choices = data.get("choices")
     if choices is None and data.get("error") is not None:
-        raise ErrorReply(f"the body is an error: {str(data['error'])[:200]}")
+        raise ErrorReply(data["error"], body)
     usage = data.get("usage")
     usage = usage if isinstance(usage, dict) else {}
     first = choices[0] if isinstance(choices, list) and choices else None

@@ -84,6 +84,8 @@ class RetryPolicy:
 
 def is_quota_error(error: BaseException) -> bool:
     """A 429 that says the account has no quota left: waiting will not help."""
+    if isinstance(error, ErrorReply):
+        return error.quota
     if not isinstance(error, openai.RateLimitError):
         return False
     return "insufficient_quota" in (error.code, error.type)
@@ -97,11 +99,27 @@ class AttemptTimeout(TransientFailure):
     """An attempt with no whole answer within the call's timeout."""
 
 
-class ErrorReply(TransientFailure):
-    """A 200 whose body is the provider's error object, not an answer (some proxies send it)."""
+class ErrorReply(Exception):
+    """A 200 whose body is the provider's error object, not an answer (some proxies send it):
+    retried like a 5xx, unless its type says the request itself is wrong or the quota spent."""
+
+    PERMANENT = frozenset(
+        {"invalid_request_error", "authentication_error", "permission_error", "not_found_error"}
+    )
+
+    def __init__(self, error: object, body: bytes) -> None:
+        fields = error if isinstance(error, dict) else {}
+        kind, code, message = (fields.get(key) for key in ("type", "code", "message"))
+        # its own message, or the body's start: never the repr of a nested object of any depth
+        text = message if isinstance(message, str) else body[:200].decode(errors="replace")
+        super().__init__(f"the body is an error: {text[:200]}")
+        self.quota = "insufficient_quota" in (kind, code)
+        self.transient = not self.quota and kind not in self.PERMANENT
 
 
 def is_retryable(error: BaseException) -> bool:
+    if isinstance(error, ErrorReply):
+        return error.transient
     if isinstance(error, (openai.APIConnectionError, TransientFailure)):  # APITimeoutError too
         return True
     if isinstance(error, aiohttp.ClientResponseError):
@@ -159,7 +177,12 @@ async def call_with_retries(
     while True:
         try:
             return await call()
-        except (openai.OpenAIError, aiohttp.ClientResponseError, TransientFailure) as exc:
+        except (
+            openai.OpenAIError,
+            aiohttp.ClientResponseError,
+            TransientFailure,
+            ErrorReply,
+        ) as exc:
             if on_failure is not None:
                 on_failure(exc)
             if is_quota_error(exc):

@@ -249,6 +249,7 @@ async def test_garbage_twice_falls_back_to_offline(llm: OpenAILLM, fake_openai: 
         '{"choices": []}',
         '{"choices": [{"message": {"content": 42}}]}',
         '["not", "a", "completion"]',
+        '{"error": {"message": "beside choices"}, "choices": []}',
     ],
 )
 async def test_a_body_that_is_not_a_chat_completion_is_refused_like_garbage(
@@ -324,8 +325,22 @@ def test_a_content_in_parts_is_read_as_its_text_parts() -> None:
 
 
 def test_an_error_object_in_a_200_is_an_error_reply_not_an_empty_answer() -> None:
-    with pytest.raises(ErrorReply, match="upstream overloaded"):
+    with pytest.raises(ErrorReply, match="upstream overloaded") as caught:
         read_completion(b'{"error": {"message": "upstream overloaded", "type": "server_error"}}')
+    assert caught.value.transient
+    assert not caught.value.quota
+    with pytest.raises(ErrorReply) as caught:
+        read_completion(b'{"error": {"message": "no such model", "type": "invalid_request_error"}}')
+    assert not caught.value.transient
+    with pytest.raises(ErrorReply) as caught:
+        read_completion(b'{"error": {"code": "insufficient_quota"}}')
+    assert caught.value.quota
+    nested = b'{"error": ' + b"[" * 1000 + b"]" * 1000 + b"}"  # no repr of it in the message
+    with pytest.raises(ErrorReply, match=r"the body is an error: \{"):
+        read_completion(nested)
+    beside = b'{"error": null, "choices": [{"message": {"content": "Hi"}}]}'
+    assert read_completion(beside) == Completion("Hi")
+    assert read_completion(b"[" * 5000 + b"]" * 5000) == Completion("")  # too deep to read
 
 
 ERROR_BODY = '{"error": {"message": "upstream overloaded", "type": "server_error"}}'
@@ -343,6 +358,21 @@ async def test_an_error_object_in_a_200_is_retried_like_a_5xx(
     fake_openai.inject(*[Fault.body(ERROR_BODY)] * 4)  # 1 try + llm_max_retries=3
     with pytest.raises(LLMError, match=r"gave up after 4 attempts .*upstream overloaded"):
         await llm.topics(DIALOGUE)
+
+
+async def test_an_error_object_that_says_the_request_is_wrong_is_not_retried(
+    llm: OpenAILLM, fake_openai: FakeOpenAI, sleeps: RecordingSleep
+) -> None:
+    fake_openai.inject(
+        Fault.body('{"error": {"message": "no such model", "type": "invalid_request_error"}}')
+    )
+    with pytest.raises(LLMError, match="no such model"):
+        await llm.topics(DIALOGUE)
+    fake_openai.inject(Fault.body('{"error": {"message": "spent", "code": "insufficient_quota"}}'))
+    with pytest.raises(LLMQuotaExceeded):
+        await llm.topics(DIALOGUE)
+    assert len(fake_openai.calls("topics")) == 2
+    assert sleeps.delays == []
 
 
 async def test_several_pages_topics_in_one_call(llm: OpenAILLM, fake_openai: FakeOpenAI) -> None:
