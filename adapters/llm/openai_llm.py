@@ -288,10 +288,10 @@ def read_completion(body: bytes) -> Completion:
     fifth of the client's time on the loop under many calls in flight. A content given as a
     list of parts is its text parts joined. The provider's error object (``{"error": ...}``,
     no choices) raises ``ErrorReply``, retried like a 5xx unless it says the request is wrong
-    or the quota spent. Any other body that is not a chat
-    completion (not JSON, no choices, a content that is not text) reads as an empty reply,
-    which the task's parse refuses: it is asked again with the repair turn, then answered by
-    the offline backend, and never stored as it came."""
+    or the quota spent. Any other body that is not a chat completion (not JSON, no choices, a
+    content that is not text) reads as an empty reply, which the task's parse refuses: it is
+    asked again with the repair turn, then answered by the offline backend, and never stored
+    as it came."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:

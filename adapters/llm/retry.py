@@ -91,12 +91,8 @@ def is_quota_error(error: BaseException) -> bool:
     return "insufficient_quota" in (error.code, error.type)
 
 
-class TransientFailure(Exception):
-    """One attempt failed in a way the next may not: retried like a 5xx."""
-
-
-class AttemptTimeout(TransientFailure):
-    """An attempt with no whole answer within the call's timeout."""
+class AttemptTimeout(Exception):
+    """An attempt with no whole answer within the call's timeout: retried like a 5xx."""
 
 
 class ErrorReply(Exception):
@@ -109,9 +105,12 @@ class ErrorReply(Exception):
 
     def __init__(self, error: object, body: bytes) -> None:
         fields = error if isinstance(error, dict) else {}
-        kind, code, message = (fields.get(key) for key in ("type", "code", "message"))
+        kind, code, message = (
+            value if isinstance(value := fields.get(key), str) else None
+            for key in ("type", "code", "message")
+        )
         # its own message, or the body's start: never the repr of a nested object of any depth
-        text = message if isinstance(message, str) else body[:200].decode(errors="replace")
+        text = message if message is not None else body[:200].decode(errors="replace")
         super().__init__(f"the body is an error: {text[:200]}")
         self.quota = "insufficient_quota" in (kind, code)
         self.transient = not self.quota and kind not in self.PERMANENT
@@ -120,7 +119,7 @@ class ErrorReply(Exception):
 def is_retryable(error: BaseException) -> bool:
     if isinstance(error, ErrorReply):
         return error.transient
-    if isinstance(error, (openai.APIConnectionError, TransientFailure)):  # APITimeoutError too
+    if isinstance(error, (openai.APIConnectionError, AttemptTimeout)):  # APITimeoutError too
         return True
     if isinstance(error, aiohttp.ClientResponseError):
         # the one error the aiohttp transport leaves unmapped: a reply that is not HTTP (a bad
@@ -180,7 +179,7 @@ async def call_with_retries(
         except (
             openai.OpenAIError,
             aiohttp.ClientResponseError,
-            TransientFailure,
+            AttemptTimeout,
             ErrorReply,
         ) as exc:
             if on_failure is not None:

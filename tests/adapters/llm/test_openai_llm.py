@@ -338,6 +338,9 @@ def test_an_error_object_in_a_200_is_an_error_reply_not_an_empty_answer() -> Non
     nested = b'{"error": ' + b"[" * 1000 + b"]" * 1000 + b"}"  # no repr of it in the message
     with pytest.raises(ErrorReply, match=r"the body is an error: \{"):
         read_completion(nested)
+    with pytest.raises(ErrorReply) as caught:  # fields of any JSON type
+        read_completion(b'{"error": {"type": ["a"], "code": {"b": 1}, "message": 7}}')
+    assert caught.value.transient
     beside = b'{"error": null, "choices": [{"message": {"content": "Hi"}}]}'
     assert read_completion(beside) == Completion("Hi")
     assert read_completion(b"[" * 5000 + b"]" * 5000) == Completion("")  # too deep to read
