@@ -17,7 +17,8 @@ stdout goes to the parent's stderr, so nothing a library prints can land in an a
 A child that leaves its oldest request unanswered past that request's deadline (counted from
 the answer before it, or from its write if the child was idle) is killed: a stopped or looping
 child would otherwise hold every later request, a user's DELETE queued behind one among them.
-That request fails; the ones queued behind it go to the next child.
+That request fails; the ones queued behind it go to the next child. A child that does not say
+it is ready within ``START_S`` of its start is killed too.
 
 Lifetime: the child's only way out is the end of its stdin. The parent closes it to stop the
 child (the batches already sent are answered first); a parent that dies, even by SIGKILL,
@@ -64,6 +65,9 @@ CLOSE_S = 10.0  # for the batches in flight at a close, then the child is killed
 # about 10 s here and is given 220 s)
 DEADLINE_S = 120.0
 DEADLINE_BYTES_PER_S = 10_000
+# From the child's start to its "ready": a first start may export the model's graphs, which
+# takes minutes on a slow machine; a child hung in its imports is killed after it.
+START_S = 900.0
 RESENDS = 2  # a request queued behind a stuck one goes to a new child at most this often
 
 
@@ -98,6 +102,7 @@ class ProcessHost:
     what = "the model process"
     error: type[MemoryOSError] = EmbedderError
     deadline_s = DEADLINE_S
+    start_s = START_S
 
     def __init__(self, runtime: str, cache_dir: Path, threads: int, precision: str) -> None:
         self._open([runtime, str(cache_dir), str(threads), precision])
@@ -203,7 +208,15 @@ class ProcessHost:
             raise
         child = _Child(proc, answers, pipe, collections.deque())
         try:
-            kind, body = await _answer(answers)
+            async with asyncio.timeout(self.start_s):
+                kind, body = await _answer(answers)
+        except TimeoutError:
+            self._stop_now(child)
+            await proc.wait()
+            raise self.error(
+                f"{self.what} did not say it was ready within {self.start_s:g} s: killed; its "
+                "stderr above says more"
+            ) from None
         except BaseException as exc:
             self._stop_now(child)  # a caller cancelled mid-start leaves no child behind
             if not isinstance(exc, (asyncio.IncompleteReadError, ConnectionError, EmbedderError)):

@@ -130,6 +130,27 @@ def test_a_host_used_from_two_event_loops_starts_a_child_for_each(
     run(models.close())
 
 
+async def test_a_child_that_never_says_ready_is_killed_at_the_start_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child hung before its "ready" (an import that never returns, say)."""
+    pid_file = tmp_path / "pid"
+    (tmp_path / "hung_child.py").write_text(
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+
+    class Hung(ProcessHost):
+        module = "hung_child"
+        start_s = 2.0
+
+    models = Hung("onnx", tmp_path, 1, "int8")
+    with pytest.raises(EmbedderError, match="did not say it was ready within 2 s: killed"):
+        await models.encode(["hello"])
+    assert models.pid is None
+    assert not running(int(pid_file.read_text()))
+
+
 async def test_a_model_that_cannot_load_is_a_clear_error(tmp_path: Path) -> None:
     blocked = tmp_path / "models"
     blocked.write_text("a file where the cache folder should be")
