@@ -207,10 +207,13 @@ class ProcessHost:
             proc.kill()
             raise
         child = _Child(proc, answers, pipe, collections.deque())
+        start = asyncio.timeout(self.start_s)
         try:
-            async with asyncio.timeout(self.start_s):
+            async with start:
                 kind, body = await _answer(answers)
         except TimeoutError:
+            if not start.expired():
+                raise
             self._stop_now(child)
             await proc.wait()
             raise self.error(

@@ -295,9 +295,10 @@ def read_completion(body: bytes) -> Completion:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        try:  # what orjson refuses and json reads: a byte-order mark, NaN, a lone surrogate
+        try:  # what orjson refuses and json reads: a byte-order mark, NaN
             data = json.loads(body)
-        except (ValueError, RecursionError):  # nested deeper than either reader goes
+            orjson.dumps(data)  # but no lone surrogate nor integer past 64 bits gets further
+        except (ValueError, TypeError, RecursionError):  # RecursionError: nested too deep
             return Completion("")
     if not isinstance(data, dict):
         return Completion("")

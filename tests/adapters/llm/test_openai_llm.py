@@ -344,6 +344,14 @@ def test_an_error_object_in_a_200_is_an_error_reply_not_an_empty_answer() -> Non
     beside = b'{"error": null, "choices": [{"message": {"content": "Hi"}}]}'
     assert read_completion(beside) == Completion("Hi")
     assert read_completion(b"[" * 5000 + b"]" * 5000) == Completion("")  # too deep to read
+    # what json reads and orjson refuses, and nothing downstream could write
+    assert read_completion(b'{"choices": [{"message": {"content": "ok \\ud800"}}]}') == Completion(
+        ""
+    )
+    assert read_completion(b'{"error": {"message": "\\udc80 boom"}}') == Completion("")
+    huge = b'{"choices": [{"message": {"content": "Hi"}}], "usage": {"prompt_tokens": 1' + b"0" * 30
+    assert read_completion(huge + b"}}") == Completion("Hi")  # orjson's float: not a count
+    assert read_completion(b"\xef\xbb\xbf" + huge + b"}}") == Completion("")  # json's int
 
 
 ERROR_BODY = '{"error": {"message": "upstream overloaded", "type": "server_error"}}'
